@@ -1,0 +1,103 @@
+"""Bottom-up evaluation of a plan DAG with the scalar formulas (paper 001 §3.3–3.4).
+
+Each node is evaluated once, however many queries share it. A query's cost
+is the sum over the nodes it uses; the total counts every node once, so
+shared sub-plans are not double-counted. This is the reference evaluator and
+the one the CLI uses; ``costmodel.batch`` is the fast path for many plans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from . import formulas as f
+from .characteristics import Stream
+from .plan import Node, PlanSet
+
+PROFILES = ("paper",)
+"""Engine profiles: ``paper`` is paper 001's PIPES model exactly."""
+
+
+@dataclass(frozen=True)
+class NodeEstimate:
+    """Output characteristics and resource use of one node."""
+
+    id: str
+    op: str
+    out: Stream
+    size: float
+    """Bytes per output element."""
+    memory: float
+    """Bytes held in state."""
+    cpu: float
+    """Cost units per time unit."""
+
+
+@dataclass(frozen=True)
+class Totals:
+    memory: float
+    cpu: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    nodes: Mapping[str, NodeEstimate]
+    queries: Mapping[str, Totals]
+    total: Totals
+
+
+def estimate(plan: PlanSet, profile: str = "paper") -> Estimate:
+    """Evaluate every node of the plan once, bottom-up, and sum per query and in total."""
+    if profile not in PROFILES:
+        raise LookupError(f"unknown engine profile {profile!r}; available: {', '.join(PROFILES)}")
+    results: dict[str, NodeEstimate] = {}
+    for node in plan.nodes.values():
+        results[node.id] = evaluate_node(node, [results[i] for i in node.inputs], plan)
+    queries = {}
+    for name in plan.queries:
+        members = [results[i] for i in plan.query_nodes(name)]
+        queries[name] = Totals(sum(n.memory for n in members), sum(n.cpu for n in members))
+    total = Totals(sum(n.memory for n in results.values()), sum(n.cpu for n in results.values()))
+    return Estimate(results, queries, total)
+
+
+def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet) -> NodeEstimate:
+    """Apply one operator's output and cost formulas to its inputs' estimates."""
+    k = plan.constants
+    op = node.op
+    if op == "source":
+        spec = plan.streams[node.stream]
+        return NodeEstimate(node.id, op, spec.characteristics, spec.size, 0.0, 0.0)
+    first = inputs[0]
+    s, size = first.out, first.size
+    if op == "project":
+        out, cost = f.project_output(s), f.project_cost(s, k)
+        size = node.size or size
+    elif op == "select":
+        out, cost = f.select_output(s, node.sel), f.select_cost(s, k)
+    elif op == "window" and node.c is not None:
+        out = f.window_output(s, f.tuple_window_size(s, node.c))
+        cost = f.tuple_window_cost(s, node.c, size, k)
+    elif op == "window":
+        out, cost = f.window_output(s, node.w), f.window_cost(s, k)
+    elif op == "granularity":
+        out, cost = f.granularity_output(s, node.g), f.granularity_cost(s, k)
+    elif op == "aggregate":
+        size = node.size or k.aggregate_size
+        out, cost = f.aggregate_output(s, node.groups), f.aggregate_cost(s, node.groups, size, k)
+    elif op == "union":
+        streams = [i.out for i in inputs]
+        out = f.union_output(streams)
+        cost = f.union_cost(out, k)
+        if not out.is_empty:
+            size = sum(i.size * i.out.rate for i in inputs) / out.rate
+    elif op == "join":
+        a, b = inputs
+        buckets = node.buckets or (k.buckets, k.buckets)
+        out = f.join_output(a.out, b.out, node.sel)
+        cost = f.join_cost(a.out, b.out, node.sel, a.size, b.size, *buckets, node.kind == "nested", k)
+        size = a.size + b.size
+    else:  # pragma: no cover - parse_plan admits only the operators above
+        raise AssertionError(op)
+    return NodeEstimate(node.id, op, out, size, cost.memory, cost.cpu)
