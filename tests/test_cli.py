@@ -1,0 +1,177 @@
+"""`armd estimate` end to end: the real console script on real plan files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from armd.daemon.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "config" / "plans").glob("*.json")) + sorted((ROOT / "config" / "plans").glob("*.toml"))
+
+
+def run_cli(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def write_plan(tmp_path: Path, doc: object, name: str = "plan.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return path
+
+
+ISSUE_SHAPE = {
+    "streams": {"A": {"d": 10, "g": 1, "size": 64}, "B": {"d": 20, "g": 1, "size": 32}},
+    "constants": {"C_H": 1},
+    "queries": {
+        "q1": {
+            "op": "join",
+            "sel": 0.5,
+            "kind": "nested",
+            "inputs": [
+                {"op": "window", "id": "wa", "w": 99, "inputs": [{"op": "source", "stream": "A"}]},
+                {"op": "window", "w": 99, "inputs": [{"op": "source", "stream": "B"}]},
+            ],
+        },
+        "q2": {"op": "aggregate", "inputs": [{"ref": "wa"}]},
+    },
+}
+
+
+def test_console_script_prints_issue_json_shape(tmp_path: Path) -> None:
+    """The installed `armd` script accepts the issue's JSON shape and prints the documented keys."""
+    armd = shutil.which("armd", path=str(Path(sys.executable).parent))
+    assert armd, "the armd console script is not installed in the venv"
+    plan = write_plan(tmp_path, ISSUE_SHAPE)
+    done = subprocess.run([armd, "estimate", str(plan), "--json"], capture_output=True, text=True, check=True)
+    doc = json.loads(done.stdout)
+    assert set(doc) >= {"nodes", "queries", "total"}
+    for node in doc["nodes"]:
+        assert set(node) >= {"query", "id", "op", "d", "l", "g", "memory_bytes", "cpu"}
+    assert set(doc["queries"]) == {"q1", "q2"}
+    ids = [n["id"] for n in doc["nodes"]]
+    assert "wa" in ids and len(ids) == len(set(ids))
+    # Window over A: l = ⌊(99 + 1)/1⌋·1 = 100, d = 10; over B: l = 100, d = 20.
+    # Nested join memory (9): (⌈100/10⌉ + 20/20)·64 + (⌈100/20⌉ + 10/40)·32 = 704 + 168 = 872.
+    join = next(n for n in doc["nodes"] if n["id"] == "q1")
+    assert join["memory_bytes"] == pytest.approx(872.0)
+    shared = next(n for n in doc["nodes"] if n["id"] == "wa")
+    assert shared["queries"] == ["q1", "q2"]
+    assert doc["total"]["memory_bytes"] == pytest.approx(
+        sum(n["memory_bytes"] for n in doc["nodes"])
+    )
+
+
+def test_empty_stream_is_written_as_inf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A granularity coarser than the elements' lifetime empties the stream: d is written "inf"."""
+    doc = {
+        "streams": {"A": {"d": 5, "size": 8}},
+        "queries": {
+            "q": {
+                "op": "aggregate",
+                "inputs": [
+                    {"op": "granularity", "g": 100, "inputs": [
+                        {"op": "window", "w": 49, "inputs": [{"op": "source", "stream": "A"}]}
+                    ]}
+                ],
+            }
+        },
+    }
+    code, out, _ = run_cli("estimate", str(write_plan(tmp_path, doc)), "--json", capsys=capsys)
+    assert code == 0
+    nodes = {n["op"]: n for n in json.loads(out)["nodes"]}
+    assert nodes["granularity"]["d"] == "inf" and nodes["granularity"]["l"] == 0
+    assert nodes["aggregate"]["memory_bytes"] == 0
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_shipped_examples_estimate(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli("estimate", str(example), capsys=capsys)
+    assert code == 0, err
+    assert "total" in out and "memory" in out
+
+
+def test_toml_plan_matches_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toml = """
+[streams.A]
+d = 10
+size = 64
+
+[queries.q]
+op = "window"
+w = 50
+inputs = [{ op = "source", stream = "A" }]
+"""
+    json_doc = {
+        "streams": {"A": {"d": 10, "size": 64}},
+        "queries": {"q": {"op": "window", "w": 50, "inputs": [{"op": "source", "stream": "A"}]}},
+    }
+    _, from_toml, _ = run_cli("estimate", str(write_plan(tmp_path, toml, "p.toml")), "--json", capsys=capsys)
+    _, from_json, _ = run_cli("estimate", str(write_plan(tmp_path, json_doc)), "--json", capsys=capsys)
+    assert json.loads(from_toml) == json.loads(from_json)
+
+
+BAD = {
+    "unknown operator": (
+        {"streams": {"A": {"d": 1, "size": 1}}, "queries": {"q": {"op": "sort", "inputs": []}}},
+        ["'q'", "unknown operator 'sort'", "allowed: source, window"],
+    ),
+    "negative window": (
+        {"streams": {"A": {"d": 1, "size": 1}},
+         "queries": {"q": {"op": "window", "w": -3, "inputs": [{"op": "source", "stream": "A"}]}}},
+        ["'q' (window)", "w must be > 0", "-3"],
+    ),
+    "selectivity": (
+        {"streams": {"A": {"d": 1, "size": 1}},
+         "queries": {"q": {"op": "select", "sel": 0, "inputs": [{"op": "source", "stream": "A"}]}}},
+        ["'q' (select)", "(0, 1]"],
+    ),
+    "cycle": (
+        {"streams": {"A": {"d": 1, "size": 1}},
+         "queries": {"q": {"op": "select", "id": "x", "sel": 1, "inputs": [
+             {"op": "project", "id": "y", "inputs": [{"ref": "x"}]}]}}},
+        ["cycle", "x → y → x", "acyclic"],
+    ),
+    "unknown stream": (
+        {"streams": {"A": {"d": 1, "size": 1}}, "queries": {"q": {"op": "source", "stream": "Z"}}},
+        ["'q' (source)", "unknown stream 'Z'", "declared streams: A"],
+    ),
+    "granularity mismatch": (
+        {"streams": {"A": {"d": 1, "g": 1, "size": 1}, "B": {"d": 1, "g": 10, "size": 1}},
+         "queries": {"q": {"op": "join", "sel": 1, "inputs": [
+             {"op": "source", "stream": "A"}, {"op": "source", "stream": "B"}]}}},
+        ["'q' (join)", "different granularities", "same g"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_plan_exits_2_with_one_line(case: str, tmp_path: Path) -> None:
+    doc, fragments = BAD[case]
+    plan = write_plan(tmp_path, doc)
+    done = subprocess.run(
+        [sys.executable, "-m", "armd.daemon.cli", "estimate", str(plan)], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    for fragment in fragments:
+        assert fragment in done.stderr
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli("estimate", str(tmp_path / "missing.json"), capsys=capsys)
+    assert code == 2 and "cannot read plan" in err and "missing.json" in err
+    code, _, err = run_cli("estimate", str(write_plan(tmp_path, "{not json")), capsys=capsys)
+    assert code == 2 and "not valid JSON" in err
+    code, _, err = run_cli("estimate", str(write_plan(tmp_path, "[1, 2]")), capsys=capsys)
+    assert code == 2 and "must be an object" in err
