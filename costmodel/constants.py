@@ -8,6 +8,7 @@ granularity operator; armd keeps them apart as ``C_R`` and ``C_Rd``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
@@ -60,8 +61,8 @@ class CostConstants:
         for name, value in overrides.items():
             if name not in valid:
                 raise ValueError(f"unknown cost constant {name!r}; valid names: {', '.join(valid)}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"cost constant {name} must be a number ≥ 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ValueError(f"cost constant {name} must be a finite number ≥ 0, got {value!r}")
             if name == "buckets":
                 if value != int(value) or value < 1:
                     raise ValueError(f"cost constant buckets must be an integer ≥ 1, got {value!r}")

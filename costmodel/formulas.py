@@ -20,8 +20,11 @@ from typing import NamedTuple, Sequence
 from .characteristics import Stream
 from .constants import CostConstants
 
-#: Tolerance for floor/ceil of values that are integral in exact arithmetic.
-ROUNDING_SLACK = 1e-9
+ROUNDING_SLACK = 1e-12
+"""Relative tolerance for floor/ceil of values that are integral in exact arithmetic."""
+
+GRANULARITY_TOLERANCE = 1e-9
+"""Relative tolerance under which two granularities are the same (plan checks use it too)."""
 
 
 class Cost(NamedTuple):
@@ -38,9 +41,10 @@ def hit_probability(d: float, k: float) -> float:
     """Probability that an instant of the granularity is hit by at least one of k timestamps.
 
     Cardenas' argument of formulas 5, 6, 15 and 17 gives 1 − (1 − 1/d)^k,
-    defined for d > 1. For d ≤ 1 (more than one element per time unit) the
-    base is not positive; there the Poisson form of the same argument,
-    1 − e^(−k/d), is the sound limit. Both are written with log1p/expm1 so that
+    used for d > 1. For d ≤ 1 (one element or more per time unit) the base
+    is not positive; there the Poisson form of the same argument,
+    1 − e^(−k/d), is the sound limit. The two forms differ near d = 1, so
+    the estimate steps there (documented in docs/cost-model.md). Both are written with log1p/expm1 so that
     small 1/d does not lose precision.
     """
     if d > 1.0:
@@ -49,13 +53,17 @@ def hit_probability(d: float, k: float) -> float:
 
 
 def floor_granules(x: float) -> float:
-    """⌊x⌋ for a quotient that is integral in exact arithmetic but may carry rounding error."""
-    return float(math.floor(x + ROUNDING_SLACK))
+    """⌊x⌋ for a quotient that is integral in exact arithmetic but may carry rounding error.
+
+    The slack is relative, so it never moves the result by more than a
+    relative 1e-12, and a tiny positive x is never mistaken for zero.
+    """
+    return float(math.floor(x * (1.0 + ROUNDING_SLACK)))
 
 
 def ceil_count(x: float) -> float:
-    """⌈x⌉ for a count that is integral in exact arithmetic but may carry rounding error."""
-    return float(math.ceil(x - ROUNDING_SLACK))
+    """⌈x⌉ for a count that is integral in exact arithmetic but may carry rounding error (relative slack)."""
+    return float(math.ceil(x * (1.0 - ROUNDING_SLACK)))
 
 
 # --- output characteristics: formulas 1–8 -------------------------------------------------
@@ -122,7 +130,7 @@ def granularity_output(s: Stream, g_new: float) -> Stream:
     """
     if s.is_empty:
         return Stream.empty(g_new)
-    if math.isclose(g_new, s.g, rel_tol=1e-12):
+    if math.isclose(g_new, s.g, rel_tol=GRANULARITY_TOLERANCE):
         return s
     if s.l >= 2.0 * g_new:
         return Stream(s.d, s.l - g_new, g_new)

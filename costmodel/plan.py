@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from .characteristics import Stream
 from .constants import CostConstants
+from .formulas import GRANULARITY_TOLERANCE
 
 OPERATORS: dict[str, frozenset[str]] = {
     "source": frozenset({"stream"}),
@@ -83,11 +84,16 @@ class PlanSet:
     nodes: Mapping[str, Node]
     queries: Mapping[str, str]
     """Query name → id of its root node."""
+    granularities: Mapping[str, float] = field(default_factory=dict)
+    """Node id → granularity of the node's output, as declared."""
     _members: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _position: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def query_nodes(self, query: str) -> tuple[str, ...]:
         """Ids of the nodes a query uses, each once, in topological order."""
         if query not in self._members:
+            if not self._position:
+                self._position.update((node_id, i) for i, node_id in enumerate(self.nodes))
             reached: set[str] = set()
             stack = [self.queries[query]]
             while stack:
@@ -95,7 +101,7 @@ class PlanSet:
                 if node_id not in reached:
                     reached.add(node_id)
                     stack.extend(self.nodes[node_id].inputs)
-            self._members[query] = tuple(n for n in self.nodes if n in reached)
+            self._members[query] = tuple(sorted(reached, key=self._position.__getitem__))
         return self._members[query]
 
 
@@ -149,10 +155,14 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
+MAX_VALUE = 1e12
+"""Largest accepted time, size or count: keeps every formula finite (1e12 ms is over 30 years)."""
+
+
 def _positive(value: Any, where: str) -> float:
     number = _number(value, where)
-    if number <= 0:
-        raise PlanError(f"{where} must be > 0, got {value!r}")
+    if not 0 < number <= MAX_VALUE:
+        raise PlanError(f"{where} must be > 0 and at most {MAX_VALUE:g}, got {value!r}")
     return number
 
 
@@ -187,14 +197,14 @@ class _Builder:
             roots[name] = self._collect(tree, str(name), f"query {name!r}")
         order: list[str] = []
         state: dict[str, str] = {}
-        for root in roots.values():
-            self._visit(root, state, order, [])
+        for name, root in roots.items():
+            self._visit(root, state, order, [], f"query {name!r}")
         nodes: dict[str, Node] = {}
         granularity: dict[str, float] = {}
         for node_id in order:
             node = nodes[node_id] = self._node(node_id)
             granularity[node_id] = self._granularity(node, granularity)
-        return PlanSet(self.streams, self.constants, nodes, roots)
+        return PlanSet(self.streams, self.constants, nodes, roots, granularity)
 
     def _granularity(self, node: Node, known: dict[str, float]) -> float:
         """The granularity of a node's output; enforces §3.3.2's equal-granularity rule."""
@@ -211,7 +221,7 @@ class _Builder:
             )
         if node.op == "granularity":
             multiple = node.g / first
-            if abs(multiple - round(multiple)) > 1e-9 * multiple or round(multiple) < 1:
+            if abs(multiple - round(multiple)) > GRANULARITY_TOLERANCE * multiple or round(multiple) < 1:
                 raise PlanError(
                     f"{where}: g={node.g:g} is not a coarser granularity of its input (g={first:g}); "
                     f"allowed: a whole multiple of {first:g}"
@@ -234,7 +244,10 @@ class _Builder:
             raise PlanError(f"{where}: id must be a non-empty string, got {node_id!r}")
         where = f"node {node_id!r}"
         if node_id in self.raw:
-            raise PlanError(f"{where}: id used twice; to share a node, write {{\"ref\": \"{node_id}\"}}")
+            raise PlanError(
+                f"{where}: id used twice (explicitly, or as the automatic id of an unnamed node); "
+                f"ids must be unique — to share a node, write {{\"ref\": \"{node_id}\"}}"
+            )
         inputs = raw.get("inputs", [])
         if not isinstance(inputs, list):
             raise PlanError(f"{where}: inputs must be a list of nodes")
@@ -243,9 +256,9 @@ class _Builder:
             self.raw[node_id][1].append(self._collect(child, f"{node_id}.{position}", f"{where} input {position}"))
         return node_id
 
-    def _visit(self, node_id: str, state: dict[str, str], order: list[str], path: list[str]) -> None:
+    def _visit(self, node_id: str, state: dict[str, str], order: list[str], path: list[str], query: str) -> None:
         if node_id not in self.raw:
-            where = f"reference from node {path[-1]!r}" if path else "query root"
+            where = f"reference from node {path[-1]!r}" if path else f"{query} (its root)"
             raise PlanError(f"{where}: no node has id {node_id!r}")
         if state.get(node_id) == "done":
             return
@@ -254,7 +267,7 @@ class _Builder:
             raise PlanError(f"node {node_id!r}: the plan has a cycle ({cycle}); a plan must be acyclic")
         state[node_id] = "active"
         for child in self.raw[node_id][1]:
-            self._visit(child, state, order, path + [node_id])
+            self._visit(child, state, order, path + [node_id], query)
         state[node_id] = "done"
         order.append(node_id)
 
@@ -279,6 +292,8 @@ class _Builder:
             raise PlanError(f"{where}: takes {wanted}, got {len(inputs)}")
         fields: dict[str, Any] = {}
         if op == "source":
+            if "stream" not in raw:
+                raise PlanError(f"{where}: missing stream; declared streams: {', '.join(map(str, self.streams))}")
             stream = raw.get("stream")
             if stream not in self.streams:
                 raise PlanError(

@@ -1,0 +1,525 @@
+"""The vectorised evaluator (costmodel.batch) against the scalar reference, and the §5.4 workload generator."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from armd.costmodel.batch import BatchPlan
+from armd.costmodel.evaluate import estimate
+from armd.costmodel.plan import parse_plan
+from armd.costmodel.workload import PLAN_TYPES, section54, section54_workload
+
+pytestmark = pytest.mark.filterwarnings("error")  # a numpy RuntimeWarning (0/0, ∞−∞, …) fails the test
+
+RTOL = 1e-9
+EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "plans" / "example.json"
+
+
+# --- comparison helpers ---------------------------------------------------------------------
+
+
+def mismatches(actual, expected, rtol: float = RTOL) -> np.ndarray:
+    """Positions where actual and expected differ by more than rtol relative (∞ only equals ∞; NaN never matches)."""
+    a = np.asarray(actual, dtype=float)
+    b = np.asarray(expected, dtype=float)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    finite = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(invalid="ignore"):
+        close = finite & (np.abs(a - b) <= rtol * np.maximum(np.abs(a), np.abs(b)))
+    return np.flatnonzero(~((a == b) | close))
+
+
+def assert_close(actual, expected, what: str, rtol: float = RTOL) -> None:
+    bad = mismatches(actual, expected, rtol)
+    if bad.size:
+        a = np.ravel(np.asarray(actual, dtype=float))
+        b = np.ravel(np.asarray(expected, dtype=float))
+        shown = ", ".join(f"[{i}] {a[i]!r} vs {b[i]!r}" for i in bad[:5])
+        raise AssertionError(f"{what}: {bad.size} mismatch(es): {shown}")
+
+
+def assert_matches_scalar(plan, result) -> None:
+    """BatchResult (1-D) equals estimate(plan) per node, per query and in total."""
+    batch_ids = tuple(plan.nodes)
+    ref = estimate(plan)
+    nodes = [ref.nodes[i] for i in batch_ids]
+    assert_close(result.d, [n.out.d for n in nodes], "d")
+    assert_close(result.l, [n.out.l for n in nodes], "l")
+    assert_close(result.g, [n.out.g for n in nodes], "g")
+    assert_close(result.size, [n.size for n in nodes], "size")
+    assert_close(result.memory, [n.memory for n in nodes], "memory")
+    assert_close(result.cpu, [n.cpu for n in nodes], "cpu")
+    queries = list(plan.queries)
+    assert_close(result.query_memory, [ref.queries[q].memory for q in queries], "query memory")
+    assert_close(result.query_cpu, [ref.queries[q].cpu for q in queries], "query cpu")
+    assert_close(result.total_memory, ref.total.memory, "total memory")
+    assert_close(result.total_cpu, ref.total.cpu, "total cpu")
+
+
+def named_nodes(doc) -> dict[str, dict]:
+    """Node id → the node's dict in a plan document (every node of these documents has an explicit id)."""
+    found: dict[str, dict] = {}
+    stack = list(doc["queries"].values())
+    while stack:
+        node = stack.pop()
+        if "ref" in node:
+            continue
+        found[node["id"]] = node
+        stack.extend(node.get("inputs", []))
+    return found
+
+
+def test_comparison_helper_can_fail():
+    assert mismatches([1.0, math.inf, 0.0], [1.0 + 1e-12, math.inf, 0.0]).size == 0
+    assert mismatches([1.0], [1.0 + 1e-8]).size == 1
+    assert mismatches([math.inf], [1e308]).size == 1
+    assert mismatches([math.nan], [math.nan]).size == 1
+
+
+# --- random plan documents ------------------------------------------------------------------
+
+MULTIPLES = (1, 2, 3, 6)
+"""Granularities of a random plan are base·m for m here; a coarser g is a whole multiple of any m dividing it."""
+
+distances = st.one_of(
+    st.floats(1e-3, 1.0),  # more than one element per time unit: Poisson form of hit_probability
+    st.floats(1.0, 1e4),
+    st.sampled_from([0.5, 1.0, 2.0, 10.0, 1000.0]),
+)
+window_sizes = st.one_of(st.floats(0.01, 6.0), st.floats(6.0, 1e4), st.sampled_from([1.0, 2.0, 4.5, 59.0]))
+selectivities = st.one_of(st.floats(1e-3, 1.0), st.just(1.0))
+
+
+@st.composite
+def plan_documents(draw, max_depth: int = 4, max_queries: int = 4):
+    """A random valid plan document using every operator, refs (shared nodes) and optional constants."""
+    base = draw(st.sampled_from([1.0, 0.5, 3.0]))
+    streams = {}
+    for i in range(draw(st.integers(1, 4))):
+        m = 1 if i == 0 else draw(st.sampled_from([1, 2]))  # stream s0 has the base granularity
+        d = draw(distances)
+        spec = {"rate": 1.0 / d} if draw(st.booleans()) and d > 1e-2 else {"d": d}
+        spec.update(g=base * m, size=draw(st.sampled_from([8, 64, 100.5])))
+        streams[f"s{i}"] = spec
+    stream_multiple = {name: round(spec["g"] / base) for name, spec in streams.items()}
+    completed: list[tuple[str, int]] = []  # (id, granularity multiple) of finished nodes: safe to ref
+    counter = iter(range(10**6))
+
+    def leaf(m: int) -> dict:
+        shared = [node_id for node_id, mm in completed if mm == m]
+        if shared and draw(st.integers(0, 3)) == 0:
+            return {"ref": draw(st.sampled_from(shared))}
+        exact = [s for s, mm in stream_multiple.items() if mm == m]
+        if exact and draw(st.booleans()):
+            source = named({"op": "source", "stream": draw(st.sampled_from(exact))}, m)
+            if draw(st.booleans()):
+                return source
+            return named({"op": "window", "w": draw(window_sizes), "inputs": [source]}, m)
+        finer = [s for s, mm in stream_multiple.items() if m % mm == 0]  # s0 always qualifies
+        stream = draw(st.sampled_from(finer))
+        node = named({"op": "source", "stream": stream}, stream_multiple[stream])
+        if draw(st.integers(0, 3)) > 0:  # a bare source (l = its g) is dropped by any coarser granularity
+            node = named({"op": "window", "w": draw(window_sizes), "inputs": [node]}, stream_multiple[stream])
+        return named({"op": "granularity", "g": base * m, "inputs": [node]}, m)
+
+    def named(node: dict, m: int) -> dict:
+        node["id"] = f"n{next(counter)}"
+        completed.append((node["id"], m))
+        return node
+
+    def build(m: int, depth: int) -> dict:
+        if depth == 0:
+            return leaf(m)
+        op = draw(st.sampled_from(
+            ["leaf", "window", "window", "select", "project", "granularity", "aggregate", "union", "join", "join"]
+        ))
+        if op == "leaf":
+            return leaf(m)
+        node: dict = {"op": op}
+        if op == "window":
+            if draw(st.integers(0, 2)) == 0:
+                node["c"] = draw(st.integers(1, 50))
+            else:
+                node["w"] = draw(window_sizes)
+        elif op == "select":
+            node["sel"] = draw(selectivities)
+        elif op == "project":
+            if draw(st.booleans()):
+                node["size"] = draw(st.floats(1.0, 500.0))
+        elif op == "aggregate":
+            if draw(st.booleans()):
+                node["groups"] = draw(st.integers(1, 20))
+            if draw(st.booleans()):
+                node["size"] = draw(st.sampled_from([16, 32.5]))
+        elif op == "join":
+            node["sel"] = draw(selectivities)
+            node["kind"] = draw(st.sampled_from(["hash", "nested"]))
+            if draw(st.booleans()):
+                node["buckets"] = draw(st.one_of(st.integers(1, 256), st.lists(st.integers(1, 256), min_size=2, max_size=2)))
+        if op == "granularity":
+            finer = draw(st.sampled_from([mm for mm in MULTIPLES if m % mm == 0]))  # == m: the identity
+            node["g"] = base * m
+            node["inputs"] = [build(finer, depth - 1)]
+        elif op == "union":
+            node["inputs"] = [build(m, depth - 1) for _ in range(draw(st.integers(2, 4)))]
+        elif op == "join":
+            node["inputs"] = [build(m, depth - 1), build(m, depth - 1)]
+        else:
+            node["inputs"] = [build(m, depth - 1)]
+        return named(node, m)
+
+    queries = {
+        f"q{i}": build(draw(st.sampled_from(MULTIPLES)), draw(st.integers(1, max_depth)))
+        for i in range(draw(st.integers(1, max_queries)))
+    }
+    doc = {"streams": streams, "queries": queries}
+    if draw(st.booleans()):
+        doc["constants"] = {
+            name: draw(st.sampled_from([0.0, 0.5, 2.5]))
+            for name in draw(st.lists(st.sampled_from(["C_H", "C_P", "C_F", "C_O", "C_L", "C_Q", "C_T", "C_Rd"]),
+                                      unique=True, max_size=4))
+        }
+        doc["constants"]["buckets"] = draw(st.integers(1, 100))
+        doc["constants"]["aggregate_size"] = draw(st.sampled_from([8.0, 48.0, 100.0]))
+    return doc
+
+
+def random_overrides(batch: BatchPlan, rng: np.random.Generator, k: int | None = None):
+    """Random w, g and stream_d overrides, with junk at the positions that must be ignored."""
+    shape = (len(batch.node_ids),) if k is None else (len(batch.node_ids), k)
+    w = np.full(shape, np.nan)
+    g = np.full(shape, -1.0)
+    windows = ~np.isnan(batch.w)
+    grans = ~np.isnan(batch.g)
+    w[windows] = 10 ** rng.uniform(-2, 4, size=(int(windows.sum()),) + shape[1:])
+    g[grans] = 10 ** rng.uniform(-1, 1.5, size=(int(grans.sum()),) + shape[1:])
+    s_shape = (len(batch.stream_names),) + shape[1:]
+    stream_d = np.where(rng.random(s_shape) < 0.1, np.inf, 10 ** rng.uniform(-3, 4, size=s_shape))
+    return w, g, stream_d
+
+
+# --- the property: batch == scalar ------------------------------------------------------------
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan_documents())
+def test_batch_matches_scalar_on_random_plans(doc):
+    plan = parse_plan(doc)
+    result = BatchPlan.compile(plan).evaluate()
+    assert_matches_scalar(plan, result)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan_documents(max_depth=3, max_queries=3), st.integers(0, 2**32 - 1))
+def test_overrides_equal_reparsing_with_those_values(doc, seed):
+    """w and stream_d overrides on a random plan equal a plan document written with those values."""
+    batch = BatchPlan.compile(parse_plan(doc))
+    rng = np.random.default_rng(seed)
+    w, _, _ = random_overrides(batch, rng)
+    stream_d = 10 ** rng.uniform(-3, 4, size=len(batch.stream_names))
+    changed = copy.deepcopy(doc)
+    nodes = named_nodes(changed)
+    for i, node_id in enumerate(batch.node_ids):
+        if not np.isnan(batch.w[i]):
+            nodes[node_id]["w"] = float(w[i])
+    for j, name in enumerate(batch.stream_names):
+        spec = changed["streams"][name]
+        spec.pop("rate", None)
+        spec["d"] = float(stream_d[j])
+    assert_matches_scalar(parse_plan(changed), batch.evaluate(w=w, stream_d=stream_d))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan_documents(max_depth=3, max_queries=3), st.integers(0, 2**32 - 1), st.integers(1, 5))
+def test_trailing_axis_equals_separate_evaluations(doc, seed, k):
+    batch = BatchPlan.compile(parse_plan(doc))
+    w, g, stream_d = random_overrides(batch, np.random.default_rng(seed), k)
+    stacked = batch.evaluate(w=w, g=g, stream_d=stream_d)
+    n, q = len(batch.node_ids), len(batch.query_names)
+    for field, shape in [("d", (n, k)), ("memory", (n, k)), ("query_cpu", (q, k)), ("total_memory", (k,))]:
+        assert np.shape(getattr(stacked, field)) == shape, field
+    for j in range(k):
+        single = batch.evaluate(w=w[:, j], g=g[:, j], stream_d=stream_d[:, j])
+        for field in ("d", "l", "g", "size", "memory", "cpu", "query_memory", "query_cpu", "total_memory", "total_cpu"):
+            assert_close(np.asarray(getattr(stacked, field))[..., j], getattr(single, field), f"{field}[{j}]", rtol=1e-12)
+
+
+# --- targeted branches (independent of what Hypothesis happens to draw) ---------------------------
+
+
+def _doc(streams: dict, queries: dict) -> dict:
+    return {"streams": streams, "queries": queries}
+
+
+def _src(stream: str, node_id: str | None = None) -> dict:
+    node = {"op": "source", "stream": stream}
+    if node_id:
+        node["id"] = node_id
+    return node
+
+
+def test_granularity_cases_and_identity():
+    """Formula 8's three cases, the identity ĝ == g and an empty input, each checked to be the case hit."""
+
+    def gran(node_id, g_new, w):
+        window = {"op": "window", "w": w, "inputs": [_src("a")]}
+        return {"op": "granularity", "id": node_id, "g": g_new, "inputs": [window]}
+
+    doc = _doc(
+        {"a": {"d": 3.0, "g": 1, "size": 10}},
+        {
+            "long": gran("long", 4, 20.0),  # l = 21 ≥ 2·4
+            "short": gran("short", 4, 5.0),  # l = 6 in (4, 8)
+            "drop": gran("drop", 4, 2.0),  # l = 3 ≤ 4
+            "same": gran("same", 1, 5.0),  # ĝ == g
+            "of_empty": {"op": "granularity", "id": "of_empty", "g": 8, "inputs": [{"ref": "drop"}]},
+        },
+    )
+    plan = parse_plan(doc)
+    batch = BatchPlan.compile(plan)
+    result = batch.evaluate()
+    assert_matches_scalar(plan, result)
+    at = {node_id: i for i, node_id in enumerate(batch.node_ids)}
+    assert (result.d[at["long"]], result.l[at["long"]]) == (3.0, 17.0)
+    assert result.l[at["short"]] == 4.0 and result.d[at["short"]] == pytest.approx(3.0 * 4 / 2)
+    assert (result.d[at["drop"]], result.l[at["drop"]], result.g[at["drop"]]) == (math.inf, 0.0, 4.0)
+    assert (result.d[at["same"]], result.l[at["same"]], result.g[at["same"]]) == (3.0, 6.0, 1.0)
+    assert (result.d[at["of_empty"]], result.l[at["of_empty"]], result.g[at["of_empty"]]) == (math.inf, 0.0, 8.0)
+
+
+def test_empty_stream_propagates_like_the_scalar_code():
+    """An empty window output (length 0) through every operator; joins keep the other side's state."""
+    empty = {"op": "window", "id": "empty", "w": 0.5, "inputs": [_src("a")]}  # ⌊1.5/2⌋ = 0
+    full = {"op": "window", "id": "full", "w": 100.0, "inputs": [_src("a")]}
+    doc = _doc(
+        {"a": {"d": 0.5, "g": 2, "size": 10}},
+        {
+            "join": {"op": "join", "id": "join", "sel": 0.1, "inputs": [empty, full]},
+            "join_both": {"op": "join", "id": "join_both", "sel": 0.1, "kind": "nested",
+                          "inputs": [{"ref": "empty"}, {"op": "select", "sel": 0.5, "inputs": [{"ref": "empty"}]}]},
+            "union_some": {"op": "union", "id": "union_some", "inputs": [{"ref": "empty"}, {"ref": "full"}]},
+            "union_none": {"op": "union", "id": "union_none",
+                           "inputs": [{"ref": "empty"}, {"op": "project", "size": 3, "inputs": [{"ref": "empty"}]}]},
+            "agg": {"op": "aggregate", "id": "agg", "groups": 3, "inputs": [{"ref": "empty"}]},
+            "tuple": {"op": "window", "id": "tuple", "c": 5, "inputs": [{"ref": "empty"}]},
+        },
+    )
+    plan = parse_plan(doc)
+    batch = BatchPlan.compile(plan)
+    result = batch.evaluate()
+    assert_matches_scalar(plan, result)
+    at = {node_id: i for i, node_id in enumerate(batch.node_ids)}
+    for node_id in ("empty", "join", "join_both", "union_none", "agg", "tuple"):
+        assert (result.d[at[node_id]], result.l[at[node_id]]) == (math.inf, 0.0), node_id
+    # full: d = 2·0.5/2 = 0.5, l = ⌊101/2⌋·2 = 100; the empty side holds nothing and adds no growth term
+    assert (result.d[at["full"]], result.l[at["full"]]) == (0.5, 100.0)
+    assert result.memory[at["join"]] == math.ceil(100 / 0.5) * 10
+    assert result.memory[at["join_both"]] == 0.0 and result.cpu[at["join_both"]] == 0.0
+    assert result.memory[at["agg"]] == 0.0 and result.memory[at["tuple"]] == 0.0
+    assert result.d[at["union_some"]] == result.d[at["full"]]
+    assert result.size[at["union_none"]] == 10.0  # empty output: the first input's size
+
+
+def test_aggregate_hit_probability_both_forms_and_groups():
+    """d ≤ 1 uses 1 − e^(−k/d), d > 1 the log1p form; group-by splits d by n; d ≥ l is the sparse case."""
+    doc = _doc(
+        {"fast": {"d": 0.25, "g": 1, "size": 8}, "slow": {"d": 40.0, "g": 1, "size": 8}},
+        {
+            "poisson": {"op": "aggregate", "id": "poisson",
+                        "inputs": [{"op": "window", "w": 99.0, "inputs": [_src("fast")]}]},
+            "cardenas": {"op": "aggregate", "id": "cardenas",
+                         "inputs": [{"op": "window", "w": 999.0, "inputs": [_src("slow")]}]},
+            "grouped": {"op": "aggregate", "id": "grouped", "groups": 7, "size": 16,
+                        "inputs": [{"op": "window", "w": 999.0, "inputs": [_src("slow")]}]},
+            "sparse": {"op": "aggregate", "id": "sparse", "groups": 50,
+                       "inputs": [{"op": "window", "w": 999.0, "inputs": [_src("slow")]}]},
+        },
+    )
+    plan = parse_plan(doc)
+    batch = BatchPlan.compile(plan)
+    result = batch.evaluate()
+    assert_matches_scalar(plan, result)
+    at = {node_id: i for i, node_id in enumerate(batch.node_ids)}
+    assert result.l[at["poisson"]] == pytest.approx(1.0 / -math.expm1(-2.0 / 0.25))
+    assert result.l[at["cardenas"]] == pytest.approx(1.0 / (1 - (1 - 1 / 40.0) ** 2))
+    assert result.d[at["grouped"]] == pytest.approx(1.0 / (1 - (1 - 1 / 280.0) ** 2) / 7)
+    assert (result.d[at["sparse"]], result.memory[at["sparse"]]) == (40.0, 50 * 48.0)
+
+
+def test_rounding_slack_in_floor_and_ceil():
+    """Quotients that are integral in exact arithmetic but not in floats: 1.2/0.1 and 2.1/0.3."""
+    assert 1.2 / 0.1 < 12 and 2.1 / 0.3 > 7  # the float error the slack absorbs
+    doc = _doc(
+        {"x": {"d": 0.3, "g": 2.1, "size": 10}, "y": {"d": 0.3, "g": 2.1, "size": 10},
+         "z": {"d": 5.0, "g": 0.1, "size": 1}},
+        {
+            "join": {"op": "join", "id": "join", "sel": 0.5, "inputs": [_src("x"), _src("y")]},
+            "window": {"op": "window", "id": "window", "w": 0.2, "inputs": [_src("z")]},
+        },
+    )
+    plan = parse_plan(doc)
+    batch = BatchPlan.compile(plan)
+    result = batch.evaluate()
+    assert_matches_scalar(plan, result)
+    at = {node_id: i for i, node_id in enumerate(batch.node_ids)}
+    assert result.memory[at["join"]] == 2 * (7 + 0.3 / 0.6) * 10  # ⌈l/d⌉ = 7, not 8
+    assert result.l[at["window"]] == 12 * 0.1  # ⌊(w + 1)/g⌋ = 12, not 11
+
+
+def test_example_plan_with_tuple_windows_and_stream_overrides():
+    """The shipped example (refs, tuple window, groups, buckets): overriding stream d equals re-parsing."""
+    doc = json.loads(EXAMPLE.read_text())
+    batch = BatchPlan.compile(parse_plan(doc))
+    assert_matches_scalar(parse_plan(doc), batch.evaluate())
+    stream_d = np.array([7.0, 0.3, 123.0])
+    changed = copy.deepcopy(doc)
+    for name, d in zip(batch.stream_names, stream_d):
+        changed["streams"][name] = {"d": float(d), "g": 1, "size": changed["streams"][name]["size"]}
+    result = batch.evaluate(stream_d=stream_d)
+    assert_matches_scalar(parse_plan(changed), result)
+    tuple_window = batch.node_ids.index("big_orders.0.0")
+    assert result.l[tuple_window] == math.floor(100 * 123.0 + 1)  # the time size c·d follows the new d
+
+
+def test_section54_overrides_of_w_g_and_stream_d_equal_reparsing():
+    workload = section54(120, seed=3)
+    batch = BatchPlan.compile(parse_plan(workload.doc))
+    rng = np.random.default_rng(11)
+    bounds = workload.bounds(batch.node_ids)
+    windows = ~np.isnan(bounds["w_min"])
+    w = np.full(len(batch.node_ids), np.nan)
+    w[windows] = np.floor(rng.uniform(bounds["w_min"][windows], bounds["w_max"][windows]))
+    per_query_g = {q: int(rng.integers(qos.granularity[1], qos.granularity[0], endpoint=True))
+                   for q, qos in workload.qos.items() if qos.granularity}
+    g = np.full(len(batch.node_ids), 5.0)  # junk at non-granularity nodes
+    changed = copy.deepcopy(workload.doc)
+    nodes = named_nodes(changed)
+    for q, qos in workload.qos.items():
+        for node_id in qos.windows:
+            nodes[node_id]["w"] = int(w[batch.node_ids.index(node_id)])
+        for node_id in qos.granularity_nodes:
+            nodes[node_id]["g"] = per_query_g[q]
+            g[batch.node_ids.index(node_id)] = per_query_g[q]
+    stream_d = 60000.0 / rng.uniform(2, 600, size=len(batch.stream_names))
+    for name, d in zip(batch.stream_names, stream_d):
+        changed["streams"][name]["d"] = float(d)
+    result = batch.evaluate(w=w, g=g, stream_d=stream_d)
+    assert_matches_scalar(parse_plan(changed), result)
+    assert result.total_memory != batch.evaluate().total_memory  # the overrides did change something
+
+
+def test_override_validation():
+    batch = BatchPlan.compile(parse_plan(json.loads(EXAMPLE.read_text())))
+    n = len(batch.node_ids)
+    with pytest.raises(ValueError, match="shape"):
+        batch.evaluate(w=np.ones(n + 1))
+    with pytest.raises(ValueError, match="trailing axes"):
+        batch.evaluate(w=np.ones((n, 2)), stream_d=np.ones((3, 3)))
+    w = batch.w.copy()
+    w[np.flatnonzero(~np.isnan(w))[0]] = 0.0
+    with pytest.raises(ValueError, match="w"):
+        batch.evaluate(w=w)
+    with pytest.raises(ValueError):
+        batch.w[0] = 1.0  # the defaults are read-only
+    result = batch.evaluate(stream_d=np.full((3, 2), np.inf))  # all sources empty
+    assert np.all(result.total_memory == 0.0) and np.all(result.total_cpu == 0.0)
+
+
+# --- the §5.4 workload generator -----------------------------------------------------------------
+
+SHAPES = {
+    "join2": "J(W,W)",
+    "join3": "J(J(W,W),W)",
+    "join4": "J(J(J(W,W),W),W)",
+    "bushy": "J(J(W,W),J(W,W))",
+    "agg": "A(G(W))",
+    "agg_join": "J(A(G(W)),G(W))",
+    "agg_agg": "J(A(G(W)),A(G(W)))",
+}
+
+
+def shape(node: dict) -> str:
+    letter = {"join": "J", "window": "W", "aggregate": "A", "granularity": "G"}[node["op"]]
+    inputs = node["inputs"]
+    if node["op"] == "window":
+        assert [i["op"] for i in inputs] == ["source"]
+        return letter
+    return f"{letter}({','.join(shape(i) for i in inputs)})"
+
+
+@pytest.fixture(scope="module")
+def workload_5000():
+    return section54(5000, seed=0)
+
+
+def test_section54_mix_and_parameters(workload_5000):
+    doc, qos = workload_5000.doc, workload_5000.qos
+    assert len(doc["queries"]) == 5000 and len(doc["streams"]) == 50
+    counts = Counter(q.plan_type for q in qos.values())
+    for plan_type, share in PLAN_TYPES.items():
+        assert abs(counts[plan_type] / 5000 - share) < 0.025, (plan_type, counts[plan_type])
+    rates = np.array([60000.0 / s["d"] for s in doc["streams"].values()])
+    assert rates.min() >= 2 and rates.max() <= 600 and np.ptp(rates) > 400
+    assert all(s["g"] == 1 and s["size"] > 0 for s in doc["streams"].values())
+
+    kinds, sels, windows = [], [], []
+    for name, tree in doc["queries"].items():
+        q = qos[name]
+        assert shape(tree) == SHAPES[q.plan_type], name
+        nodes = named_nodes({"queries": {name: tree}})
+        joins = [n for n in nodes.values() if n["op"] == "join"]
+        kinds += [n["kind"] for n in joins]
+        sels += [n["sel"] for n in joins]
+        streams = [n["stream"] for n in nodes.values() if n["op"] == "source"]
+        assert len(set(streams)) == len(streams)
+        window_nodes = {i for i, n in nodes.items() if n["op"] == "window"}
+        assert window_nodes == set(q.windows) and all(i.startswith(f"{name}.w") for i in window_nodes)
+        for node_id, (w_min, w_max) in q.windows.items():
+            w = nodes[node_id]["w"]
+            assert isinstance(w, int) and w == w_max and 60_000 <= w_min <= w_max <= 1_800_000
+            windows.append(w)
+        gran = [i for i, n in nodes.items() if n["op"] == "granularity"]
+        assert set(gran) == set(q.granularity_nodes)
+        if gran:
+            coarse, fine = q.granularity
+            assert 1 <= fine <= coarse <= 10_000
+            assert {nodes[i]["g"] for i in gran} == {fine} and isinstance(fine, int)
+        else:
+            assert q.granularity is None and q.plan_type.startswith(("join", "bushy"))
+    assert abs(Counter(kinds)["nested"] / len(kinds) - 0.33) < 0.03
+    assert 0.005 <= min(sels) and max(sels) <= 0.02
+    assert abs(np.mean(windows) - 930_000) < 30_000  # uniform on 1–30 min
+
+
+def test_section54_parses_and_batch_agrees(workload_5000):
+    plan = parse_plan(workload_5000.doc)
+    assert len(plan.queries) == 5000
+    batch = BatchPlan.compile(plan)
+    result = batch.evaluate()
+    assert np.all(np.isfinite(result.query_memory)) and np.all(result.query_memory > 0)
+    bounds = workload_5000.bounds(batch.node_ids)
+    assert np.array_equal(np.isnan(bounds["w_max"]), np.isnan(batch.w))
+    assert np.array_equal(bounds["w_max"][~np.isnan(batch.w)], batch.w[~np.isnan(batch.w)])
+    assert np.array_equal(bounds["g_fine"][~np.isnan(batch.g)], batch.g[~np.isnan(batch.g)])
+
+
+def test_section54_is_deterministic_by_seed():
+    assert section54_workload(300, seed=5) == section54_workload(300, seed=5)
+    assert section54_workload(300, seed=5) != section54_workload(300, seed=6)
+    assert section54(300, seed=5).qos == section54(300, seed=5).qos
+    assert section54_workload(40, n_streams=3, seed=1)["streams"].keys() == {"S00", "S01", "S02"}
+    parse_plan(section54_workload(40, n_streams=3, seed=1))  # fewer streams than a query needs: repeats allowed
+
+
+def test_small_workload_matches_scalar():
+    plan = parse_plan(section54_workload(150, seed=9))
+    assert_matches_scalar(plan, BatchPlan.compile(plan).evaluate())
