@@ -1,0 +1,113 @@
+"""Guardrails around every policy: hysteresis, cool-down, maximum step, dry run.
+
+A policy proposes fractions; the guardrails decide what is actually applied,
+given what is running now and when each query last changed. They damp noise
+(hysteresis), stop flapping (cool-down) and limit shocks (maximum step), but
+they never hold the system over its bounds: when the guarded setting would
+break a bound that the proposal meets, every reduction of the proposal is
+applied in full. A dry run records the decision and applies nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .problem import Bounds, Outcome, Problem
+
+
+@dataclass(frozen=True)
+class Guardrails:
+    cooldown: float = 0.0
+    """Minimum time between two changes of the same query (time units of ``now``)."""
+    hysteresis: float = 0.0
+    """Fraction changes smaller than this are ignored, in [0, 1)."""
+    max_step: float = 1.0
+    """Largest change of a query's fraction in one decision, in (0, 1]."""
+    dry_run: bool = False
+    """Decide and record, apply nothing."""
+
+    def __post_init__(self) -> None:
+        if not self.cooldown >= 0:
+            raise ValueError(f"cooldown must be ≥ 0, got {self.cooldown!r}")
+        if not 0 <= self.hysteresis < 1:
+            raise ValueError(f"hysteresis must be in [0, 1), got {self.hysteresis!r}")
+        if not 0 < self.max_step <= 1:
+            raise ValueError(f"max_step must be in (0, 1], got {self.max_step!r}")
+
+
+@dataclass(frozen=True)
+class Running:
+    """The fractions in force and when each query last changed (NaN: never)."""
+
+    fw: np.ndarray
+    fg: np.ndarray
+    changed_at: np.ndarray
+
+
+@dataclass(frozen=True)
+class Guarded:
+    fw: np.ndarray
+    fg: np.ndarray
+    outcome: Outcome
+    apply: bool
+    """False in a dry run: record only."""
+    held: tuple[str, ...]
+    """Queries kept at their running setting by hysteresis or cool-down."""
+    limited: tuple[str, ...]
+    """Queries whose change was cut to the maximum step."""
+    forced: tuple[str, ...]
+    """Queries whose reduction went through despite a guardrail, to keep the bounds."""
+
+    def changed(self, running: Running) -> np.ndarray:
+        return (self.fw != running.fw) | (self.fg != running.fg)
+
+
+def guard(
+    problem: Problem,
+    bounds: Bounds,
+    proposal_fw: np.ndarray,
+    proposal_fg: np.ndarray,
+    running: Running | None,
+    rails: Guardrails,
+    now: float,
+    stream_d: np.ndarray | None = None,
+) -> Guarded:
+    """The setting to apply for a policy's proposal."""
+    names = problem.queries
+    if running is None:
+        outcome = problem.evaluate(proposal_fw, proposal_fg, stream_d)
+        return Guarded(proposal_fw, proposal_fg, outcome, not rails.dry_run, (), (), ())
+
+    small = (np.abs(proposal_fw - running.fw) < rails.hysteresis) & (np.abs(proposal_fg - running.fg) < rails.hysteresis)
+    cooling = (now - running.changed_at) < rails.cooldown  # NaN (never changed) compares False
+    hold = small | cooling
+    fw = np.where(hold, running.fw, _step(running.fw, proposal_fw, rails.max_step))
+    fg = np.where(hold, running.fg, _step(running.fg, proposal_fg, rails.max_step))
+    limited = ~hold & ((fw != proposal_fw) | (fg != proposal_fg))
+    outcome = problem.evaluate(fw, fg, stream_d)
+
+    forced = np.zeros(len(names), dtype=bool)
+    if not outcome.fits(bounds):
+        proposed = problem.evaluate(proposal_fw, proposal_fg, stream_d)
+        if proposed.fits(bounds):
+            reduce_w, reduce_g = proposal_fw < fw, proposal_fg < fg
+            forced = reduce_w | reduce_g
+            fw = np.where(reduce_w, proposal_fw, fw)
+            fg = np.where(reduce_g, proposal_fg, fg)
+            outcome = problem.evaluate(fw, fg, stream_d)
+            if not outcome.fits(bounds):  # growth elsewhere still too much: take the proposal whole
+                forced = (fw != proposal_fw) | (fg != proposal_fg) | forced
+                fw, fg, outcome = proposal_fw, proposal_fg, proposed
+
+    def listed(mask: np.ndarray) -> tuple[str, ...]:
+        return tuple(names[i] for i in np.flatnonzero(mask))
+
+    held_now = hold & (fw == running.fw) & (fg == running.fg) & ((proposal_fw != running.fw) | (proposal_fg != running.fg))
+    return Guarded(fw, fg, outcome, not rails.dry_run, listed(held_now), listed(limited & ~forced), listed(forced))
+
+
+def _step(current: np.ndarray, target: np.ndarray, max_step: float) -> np.ndarray:
+    change = target - current
+    return np.where(np.abs(change) <= max_step, target, current + np.sign(change) * max_step)

@@ -1,0 +1,297 @@
+"""The decision problem a policy solves, compiled once into arrays.
+
+A ``Problem`` joins a plan set, the queries' QoS declarations and the
+vectorised cost model: it maps per-query fractions (one for the query's
+windows, one for its granularity) to allowed values, estimates memory and CPU
+for them, and scores the QoS they achieve. Every policy works through it, so
+all policies see the same values, the same estimates and the same score.
+
+The achieved QoS of a query is the mean position of its knobs in their ranges
+(each window node one knob, the granularity one knob): 1 at the maxima and
+finest granularity, 0 at the minima and coarsest granularity. The weighted
+QoS of a set of queries is Σ weight·QoS / Σ weight over queries with knobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import scipy.sparse as sp
+
+from armd.costmodel.batch import BatchPlan
+from armd.costmodel.plan import PlanSet
+
+from .qos import (
+    QoSError,
+    QueryQoS,
+    granularity_fractions,
+    granularity_values,
+    window_fractions,
+    window_values,
+)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Resource bounds of the whole system."""
+
+    memory: float
+    """Memory bound M in bytes."""
+    cpu: float
+    """Processing bound C in cost units per time unit."""
+    reserve: float = 0.0
+    """Fraction of both bounds kept free for bursts (paper 001 §4.1.2), in [0, 1)."""
+
+    def __post_init__(self) -> None:
+        for name in ("memory", "cpu"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value > 0):
+                raise ValueError(f"bound {name} must be a number > 0, got {value!r}")
+        if not 0 <= self.reserve < 1:
+            raise ValueError(f"reserve must be in [0, 1), got {self.reserve!r}")
+
+    @property
+    def usable_memory(self) -> float:
+        return self.memory * (1.0 - self.reserve)
+
+    @property
+    def usable_cpu(self) -> float:
+        return self.cpu * (1.0 - self.reserve)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Estimates and achieved QoS for one or K settings (trailing axis K when given)."""
+
+    query_memory: np.ndarray
+    query_cpu: np.ndarray
+    total_memory: np.ndarray
+    total_cpu: np.ndarray
+    qos: np.ndarray
+    """Per query achieved QoS in [0, 1]."""
+
+    def fits(self, bounds: Bounds) -> np.ndarray:
+        return self.fits_budget(bounds.usable_memory, bounds.usable_cpu)
+
+    def fits_budget(self, memory: float, cpu: float) -> np.ndarray:
+        return (self.total_memory <= memory) & (self.total_cpu <= cpu)
+
+
+class Problem:
+    """A plan set with QoS ranges, ready for repeated vectorised evaluation."""
+
+    def __init__(self, plan: PlanSet, qos: Mapping[str, QueryQoS], batch: BatchPlan | None = None) -> None:
+        unknown = set(qos) - set(plan.queries)
+        if unknown:
+            raise QoSError(f"QoS declared for unknown quer{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}")
+        self.plan = plan
+        self.qos_specs = dict(qos)
+        self.batch = batch or BatchPlan.compile(plan)
+        self.queries: tuple[str, ...] = tuple(self.batch.query_names)
+        index = {node_id: i for i, node_id in enumerate(self.batch.node_ids)}
+        self.weights = np.array([qos.get(q, QueryQoS()).weight for q in self.queries], dtype=float)
+
+        win_idx, win_query, win_low, win_high = [], [], [], []
+        gran_idx, gran_query = [], []
+        g_coarse = np.full(len(self.queries), np.nan)
+        g_fine = np.full(len(self.queries), np.nan)
+        owner: dict[str, str] = {}
+        for qi, query in enumerate(self.queries):
+            spec = qos.get(query)
+            if spec is None:
+                continue
+            spec.validate(query)
+            members = plan.query_nodes(query)
+            windows = [n for n in members if plan.nodes[n].op == "window" and plan.nodes[n].w is not None]
+            for node_id in spec.windows:
+                if node_id not in windows:
+                    raise QoSError(
+                        f"query {query!r}: {node_id!r} is not a time-based window of the query; "
+                        f"its windows: {', '.join(windows) or 'none'}"
+                    )
+            for node_id in windows:
+                bounds = spec.windows.get(node_id, spec.window)
+                if bounds is None:
+                    continue
+                self._claim(owner, node_id, query)
+                win_idx.append(index[node_id])
+                win_query.append(qi)
+                win_low.append(float(bounds[0]))
+                win_high.append(float(bounds[1]))
+            if spec.granularity is not None:
+                grans = [n for n in members if plan.nodes[n].op == "granularity"]
+                if not grans:
+                    raise QoSError(f"query {query!r}: a granularity range is declared but the plan has no granularity node")
+                coarse, fine = map(float, spec.granularity)
+                for node_id in grans:
+                    self._claim(owner, node_id, query)
+                    below = plan.granularities[plan.nodes[node_id].inputs[0]]
+                    multiple = fine / below
+                    if abs(multiple - round(multiple)) > 1e-9 * multiple:
+                        raise QoSError(
+                            f"query {query!r}: finest granularity {fine:g} is not a whole multiple of the "
+                            f"granularity {below:g} entering node {node_id!r}"
+                        )
+                    gran_idx.append(index[node_id])
+                    gran_query.append(qi)
+                self._check_binary_inputs(query, members, set(grans))
+                g_coarse[qi], g_fine[qi] = coarse, fine
+
+        self.win_idx = np.array(win_idx, dtype=np.intp)
+        self.win_query = np.array(win_query, dtype=np.intp)
+        self.win_low = np.array(win_low, dtype=float)
+        self.win_high = np.array(win_high, dtype=float)
+        self.gran_idx = np.array(gran_idx, dtype=np.intp)
+        self.gran_query = np.array(gran_query, dtype=np.intp)
+        self.g_coarse, self.g_fine = g_coarse, g_fine
+        self.has_granularity = ~np.isnan(g_coarse)
+        n_queries = len(self.queries)
+        self.window_knobs = np.bincount(self.win_query, minlength=n_queries).astype(float)
+        self.knobs = self.window_knobs + self.has_granularity
+        self.adjustable = self.knobs > 0
+        # Sums window-knob fractions per query with one sparse product.
+        self._window_owner = sp.csr_matrix(
+            (np.ones(len(self.win_query)), (self.win_query, np.arange(len(self.win_query)))),
+            shape=(n_queries, len(self.win_query)),
+        )
+        self._gran_first = np.unique(self.gran_query, return_index=True)[1]
+        """Position (in the granularity knobs) of each query's first granularity node."""
+        self._buffers: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def queries_reading(self, streams: frozenset[str]) -> np.ndarray:
+        """Indices of the queries that read any of ``streams``."""
+        if not hasattr(self, "_readers"):
+            readers: dict[str, set[int]] = {}
+            for qi, query in enumerate(self.queries):
+                for node_id in self.plan.query_nodes(query):
+                    node = self.plan.nodes[node_id]
+                    if node.op == "source":
+                        readers.setdefault(node.stream, set()).add(qi)
+            self._readers = readers
+        found = set().union(*(self._readers.get(s, set()) for s in streams)) if streams else set()
+        return np.array(sorted(found), dtype=np.intp)
+
+    def subproblem(self, query_indices: np.ndarray) -> Problem:
+        """The same problem restricted to some queries (same streams, so ``stream_d`` carries over)."""
+        names = [self.queries[i] for i in query_indices]
+        keep: set[str] = set()
+        for name in names:
+            keep.update(self.plan.query_nodes(name))
+        plan = PlanSet(
+            self.plan.streams,
+            self.plan.constants,
+            {node_id: node for node_id, node in self.plan.nodes.items() if node_id in keep},
+            {name: self.plan.queries[name] for name in names},
+            self.plan.granularities,
+        )
+        return Problem(plan, {name: self.qos_specs[name] for name in names if name in self.qos_specs})
+
+    def _claim(self, owner: dict[str, str], node_id: str, query: str) -> None:
+        if owner.setdefault(node_id, query) != query:
+            raise QoSError(
+                f"node {node_id!r} is shared by queries {owner[node_id]!r} and {query!r}; "
+                "a window or granularity node can have a QoS range in one query only"
+            )
+
+    def _check_binary_inputs(self, query: str, members: tuple[str, ...], grans: set[str]) -> None:
+        """A granularity knob must reach every input of a binary operator or none (equal g)."""
+        tuned: set[str] = set()
+        for node_id in members:
+            node = self.plan.nodes[node_id]
+            flags = [i in tuned for i in node.inputs]
+            if node.op in ("join", "union") and any(flags) and not all(flags):
+                raise QoSError(
+                    f"query {query!r}: node {node_id!r} ({node.op}) joins inputs with and without the query's "
+                    "granularity operator; put a granularity node on every input so they change together"
+                )
+            if node_id in grans or any(flags):
+                tuned.add(node_id)
+
+    # --- fractions → values → estimates ------------------------------------------------------
+
+    def values(self, fw: np.ndarray, fg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Window and granularity arrays for the batch evaluator, from per-query fractions.
+
+        ``fw`` and ``fg`` have shape (Q,) or (Q, K); the result has shape (N,) or (N, K).
+        """
+        fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
+        w, g = self._fill(*self._knob_values(fw, fg), fw.shape[1:], reuse=False)
+        return w, g
+
+    def qos(self, w: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Achieved QoS per query for the given value arrays; 1 for queries without knobs."""
+        return self._qos(w[self.win_idx], g[self.gran_idx], w.shape[1:])
+
+    def evaluate(self, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray | None = None) -> Outcome:
+        """Estimates and achieved QoS for per-query fractions of shape (Q,) or (Q, K)."""
+        fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
+        tail = fw.shape[1:]
+        window_knobs, granularity_knobs = self._knob_values(fw, fg)
+        w, g = self._fill(window_knobs, granularity_knobs, tail, reuse=True)
+        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d)
+        qos = self._qos(window_knobs, granularity_knobs, tail)
+        return Outcome(result.query_memory, result.query_cpu, result.total_memory, result.total_cpu, qos)
+
+    def _knob_values(self, fw: np.ndarray, fg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        tail = fw.shape[1:]
+        windows = window_values(fw[self.win_query], self._column(self.win_low, tail), self._column(self.win_high, tail))
+        q = self.gran_query
+        coarse, fine = self._column(self.g_coarse[q], tail), self._column(self.g_fine[q], tail)
+        return windows, granularity_values(fg[q], coarse, fine)
+
+    def _fill(self, windows: np.ndarray, granularities: np.ndarray, tail: tuple[int, ...], reuse: bool):
+        """Full (N, …) value arrays: the plan's values with the knobs replaced.
+
+        With ``reuse`` the arrays are scratch buffers kept per shape (only the
+        knob rows change between calls), for the batch evaluator that does not
+        keep them.
+        """
+        buffers = self._buffers.get(tail) if reuse else None
+        if buffers is None:
+            shape = (len(self.batch.w), *tail)
+            buffers = (
+                np.broadcast_to(self.batch.w.reshape(-1, *([1] * len(tail))), shape).copy(),
+                np.broadcast_to(self.batch.g.reshape(-1, *([1] * len(tail))), shape).copy(),
+            )
+            if reuse:
+                self._buffers[tail] = buffers
+        w, g = buffers
+        w[self.win_idx] = windows
+        g[self.gran_idx] = granularities
+        return w, g
+
+    def _qos(self, windows: np.ndarray, granularities: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
+        total = np.zeros((len(self.queries), *tail))
+        if len(self.win_idx):
+            low, high = self._column(self.win_low, tail), self._column(self.win_high, tail)
+            total += self._window_owner @ window_fractions(windows, low, high)
+        if len(self._gran_first):
+            q = self.gran_query[self._gran_first]
+            coarse, fine = self._column(self.g_coarse[q], tail), self._column(self.g_fine[q], tail)
+            total[q] += granularity_fractions(granularities[self._gran_first], coarse, fine)
+        knobs = self._column(np.where(self.adjustable, self.knobs, 1.0), tail)
+        return np.where(self._column(self.adjustable, tail), total / knobs, 1.0)
+
+    def weighted_qos(self, qos: np.ndarray) -> np.ndarray:
+        """Σ weight·QoS / Σ weight over the queries that have knobs (1.0 when none has)."""
+        weights = np.where(self.adjustable, self.weights, 0.0)
+        total = weights.sum()
+        if total == 0:
+            return np.ones(qos.shape[1:]) if qos.ndim > 1 else np.float64(1.0)
+        return np.tensordot(weights, qos, axes=(0, 0)) / total
+
+    def settings(self, w: np.ndarray, g: np.ndarray) -> dict[str, dict[str, float]]:
+        """Per query the chosen value of each knob node: {query: {node_id: value}}."""
+        chosen: dict[str, dict[str, float]] = {q: {} for q in self.queries}
+        for idx, qi in zip(self.win_idx, self.win_query):
+            chosen[self.queries[qi]][self.batch.node_ids[idx]] = float(w[idx])
+        for idx, qi in zip(self.gran_idx, self.gran_query):
+            chosen[self.queries[qi]][self.batch.node_ids[idx]] = float(g[idx])
+        return chosen
+
+    @staticmethod
+    def _column(values: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
+        return values.reshape(-1, *([1] * len(tail)))
+

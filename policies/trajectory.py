@@ -1,0 +1,87 @@
+"""The predicted resource trajectory of a decision (paper 001 §4.2).
+
+Reductions take effect only as elements admitted under the old setting
+expire, so a decision that fits the bounds in steady state may still run over
+them for a while. For each changed query the estimate moves linearly from its
+old to its new value between the moment the first changed window starts to
+show and the moment the last one is complete (a granularity change shows at
+once and completes after the query's longest window). The sum over queries is
+sampled at every such moment, which is exact for piecewise-linear curves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .problem import Bounds, Outcome, Problem
+
+MAX_POINTS = 256
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    times: np.ndarray
+    memory: np.ndarray
+    cpu: np.ndarray
+    bounds_hold_at: float | None
+    """First time from which the estimate stays within the usable bounds; None if it never does."""
+
+    def as_rows(self) -> list[dict[str, float]]:
+        return [{"t": float(t), "memory_bytes": float(m), "cpu": float(c)} for t, m, c in zip(self.times, self.memory, self.cpu)]
+
+
+def predict(
+    problem: Problem,
+    bounds: Bounds,
+    now: float,
+    old: tuple[np.ndarray, np.ndarray, Outcome],
+    new: tuple[np.ndarray, np.ndarray, Outcome],
+) -> Trajectory:
+    """Trajectory from the running setting ``old`` = (w, g, outcome) to ``new``."""
+    (w_old, g_old, before), (w_new, g_new, after) = old, new
+    n = len(problem.queries)
+    start = np.full(n, np.inf)
+    end = np.full(n, -np.inf)
+    if len(problem.win_idx):
+        a, b = w_old[problem.win_idx], w_new[problem.win_idx]
+        moved = a != b
+        q = problem.win_query[moved]
+        np.minimum.at(start, q, now + np.minimum(a, b)[moved])
+        np.maximum.at(end, q, now + np.maximum(a, b)[moved])
+    if len(problem.gran_idx):
+        moved = g_old[problem.gran_idx] != g_new[problem.gran_idx]
+        q = problem.gran_query[moved]
+        longest = np.zeros(n)
+        if len(problem.win_idx):
+            np.maximum.at(longest, problem.win_query, np.maximum(w_old, w_new)[problem.win_idx])
+        np.minimum.at(start, q, np.full(len(q), now))
+        np.maximum.at(end, q, now + longest[q])
+    changed = np.isfinite(start)
+    start, end = start[changed], np.maximum(end[changed], start[changed])
+    delta_memory = (after.query_memory - before.query_memory)[changed]
+    delta_cpu = (after.query_cpu - before.query_cpu)[changed]
+
+    times = np.unique(np.concatenate([[now], start, end]))
+    if len(times) > MAX_POINTS:
+        times = np.unique(np.concatenate([np.linspace(now, times[-1], MAX_POINTS - 1), [times[-1]]]))
+    span = np.where(end > start, end - start, 1.0)
+    progress = np.clip((times[None, :] - start[:, None]) / span[:, None], 0.0, 1.0)
+    progress = np.where(times[None, :] >= end[:, None], 1.0, progress)
+    # Shared nodes are counted once in the totals, so scale the per-query deltas onto the total change.
+    memory = float(before.total_memory) + _scaled(delta_memory, float(after.total_memory - before.total_memory)) @ progress
+    cpu = float(before.total_cpu) + _scaled(delta_cpu, float(after.total_cpu - before.total_cpu)) @ progress
+    within = (memory <= bounds.usable_memory * (1 + 1e-12)) & (cpu <= bounds.usable_cpu * (1 + 1e-12))
+    hold_at = None
+    if within[-1]:
+        outside = np.flatnonzero(~within)
+        hold_at = float(times[0] if len(outside) == 0 else times[outside[-1] + 1])
+    return Trajectory(times, memory, cpu, hold_at)
+
+
+def _scaled(deltas: np.ndarray, total: float) -> np.ndarray:
+    summed = deltas.sum()
+    if summed == 0:
+        return deltas
+    return deltas * (total / summed)
