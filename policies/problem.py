@@ -98,6 +98,18 @@ class Problem:
         g_coarse = np.full(len(self.queries), np.nan)
         g_fine = np.full(len(self.queries), np.nan)
         owner: dict[str, str] = {}
+        users: dict[str, int] = {}
+        readers: dict[str, set[int]] = {}
+        for qi, query in enumerate(self.queries):
+            for node_id in plan.query_nodes(query):
+                users[node_id] = users.get(node_id, 0) + 1
+                node = plan.nodes[node_id]
+                if node.op == "source":
+                    readers.setdefault(node.stream, set()).add(qi)
+        self.shares_nodes = any(count > 1 and plan.nodes[n].op != "source" for n, count in users.items())
+        """True when some operator (other than a source) serves several queries."""
+        self._readers = {stream: np.array(sorted(qs), dtype=np.intp) for stream, qs in readers.items()}
+        self._subproblems: dict[tuple[int, ...], Problem] = {}
         for qi, query in enumerate(self.queries):
             spec = qos.get(query)
             if spec is None:
@@ -162,19 +174,14 @@ class Problem:
 
     def queries_reading(self, streams: frozenset[str]) -> np.ndarray:
         """Indices of the queries that read any of ``streams``."""
-        if not hasattr(self, "_readers"):
-            readers: dict[str, set[int]] = {}
-            for qi, query in enumerate(self.queries):
-                for node_id in self.plan.query_nodes(query):
-                    node = self.plan.nodes[node_id]
-                    if node.op == "source":
-                        readers.setdefault(node.stream, set()).add(qi)
-            self._readers = readers
-        found = set().union(*(self._readers.get(s, set()) for s in streams)) if streams else set()
-        return np.array(sorted(found), dtype=np.intp)
+        parts = [self._readers[s] for s in streams if s in self._readers]
+        return np.unique(np.concatenate(parts)) if parts else np.array([], dtype=np.intp)
 
     def subproblem(self, query_indices: np.ndarray) -> Problem:
-        """The same problem restricted to some queries (same streams, so ``stream_d`` carries over)."""
+        """The same problem restricted to some queries (same streams, so ``stream_d`` carries over); cached."""
+        key = tuple(int(i) for i in query_indices)
+        if key in self._subproblems:
+            return self._subproblems[key]
         names = [self.queries[i] for i in query_indices]
         keep: set[str] = set()
         for name in names:
@@ -186,7 +193,9 @@ class Problem:
             {name: self.plan.queries[name] for name in names},
             self.plan.granularities,
         )
-        return Problem(plan, {name: self.qos_specs[name] for name in names if name in self.qos_specs})
+        sub = Problem(plan, {name: self.qos_specs[name] for name in names if name in self.qos_specs})
+        self._subproblems[key] = sub
+        return sub
 
     def _claim(self, owner: dict[str, str], node_id: str, query: str) -> None:
         if owner.setdefault(node_id, query) != query:

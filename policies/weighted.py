@@ -53,7 +53,20 @@ class WeightedState:
     fg: np.ndarray
     query_memory: np.ndarray
     query_cpu: np.ndarray
+    qos: np.ndarray
     queries: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Found:
+    """A setting found by the search with its per-query estimates (from the evaluation that priced it)."""
+
+    fw: np.ndarray
+    fg: np.ndarray
+    query_memory: np.ndarray
+    query_cpu: np.ndarray
+    qos: np.ndarray
+    facts: dict
 
 
 @dataclass(frozen=True)
@@ -75,78 +88,85 @@ class WeightedQoS:
     def decide(self, given: PolicyInput) -> Decision:
         """Decide from scratch, or, when only some streams changed, re-decide the queries reading them."""
         state = given.state
-        if (
-            isinstance(state, WeightedState)
-            and given.changed_streams is not None
-            and state.queries == given.problem.queries
-        ):
+        if not (isinstance(state, WeightedState) and state.queries == given.problem.queries):
+            state = None
+        if state is not None and given.changed_streams is not None:
             decision = self._incremental(given, state)
             if decision is not None:
                 return decision
-        return self._full(given)
+        return self._full(given, state)
 
     # --- whole problem ---------------------------------------------------------------------
 
-    def _full(self, given: PolicyInput) -> Decision:
+    def _full(self, given: PolicyInput, state: WeightedState | None) -> Decision:
         problem, bounds = given.problem, given.bounds
         n = len(problem.queries)
-        state = given.state
-        previous = (state.fw, state.fg) if isinstance(state, WeightedState) and state.queries == problem.queries else None
-        found = self.optimise(problem, given.stream_d, bounds.usable_memory, bounds.usable_cpu, previous)
-        if found is None:
+        memory, cpu = bounds.usable_memory, bounds.usable_cpu
+        uniform = self._uniform(problem, given.stream_d, memory, cpu)
+        if uniform is None:
             lowest = problem.evaluate(np.zeros(n), np.zeros(n), given.stream_d)
             return self._decision(problem, np.zeros(n), np.zeros(n), lowest, False,
                                   infeasible_at_minimum(problem, bounds, lowest), {})
-        fw, fg, facts = found
-        outcome = problem.evaluate(fw, fg, given.stream_d)
-        reason = f"per-query fractions, {facts['binding']} binding"
-        return self._decision(problem, fw, fg, outcome, True, reason, facts)
+        starts = [(np.full(n, uniform[0]), np.full(n, uniform[1]))]
+        if state is not None:
+            starts.append((state.fw, state.fg))
+        found = self._improve(problem, given.stream_d, memory, cpu, starts, self.refinements)
+        found = self._lift(problem, given.stream_d, memory, cpu, found)
+        outcome = self._outcome(problem, found, given.stream_d)
+        reason = f"per-query fractions, {found.facts['binding']} binding"
+        return self._decision(problem, found.fw, found.fg, outcome, True, reason, found.facts)
 
-    def optimise(
+    def _improve(
         self,
         problem: Problem,
         stream_d: np.ndarray | None,
         memory: float,
         cpu: float,
-        previous: tuple[np.ndarray, np.ndarray] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, dict] | None:
-        """Per-query fractions within ``memory`` and ``cpu``, or None if even the minimum does not fit.
+        starts: list[tuple[np.ndarray, np.ndarray]],
+        rounds: int,
+    ) -> Found:
+        """Knapsack over the option grid and the given starting settings, then local refinement.
 
-        The result is never worse than the paper's uniform setting, nor than
-        ``previous`` (the fractions in force) when those still fit.
+        The best starting setting that fits is kept as an option throughout,
+        so the result is never worse than it. At least one start must fit
+        (by the sum of per-query estimates).
         """
         n = len(problem.queries)
         rows = np.arange(n)
         weight = np.where(problem.adjustable, problem.weights, 0.0)[:, None]
-        uniform = self._uniform(problem, stream_d, memory, cpu)
-        if uniform is None:
-            return None
         grid_w, grid_g = np.meshgrid(
             np.linspace(0.0, 1.0, self.window_levels), np.linspace(0.0, 1.0, self.granularity_levels), indexing="ij"
         )
-        # columns 0 and 1: the uniform setting and the one in force; whichever fits and is better is kept
-        start_w, start_g = previous if previous is not None else (np.full(n, uniform[0]), np.full(n, uniform[1]))
-        options_w = np.column_stack([np.full(n, uniform[0]), start_w, np.tile(grid_w.ravel(), (n, 1))])
-        options_g = np.column_stack([np.full(n, uniform[1]), start_g, np.tile(grid_g.ravel(), (n, 1))])
+        options_w = np.column_stack([*(w for w, _ in starts), np.tile(grid_w.ravel(), (n, 1))])
+        options_g = np.column_stack([*(g for _, g in starts), np.tile(grid_g.ravel(), (n, 1))])
         priced = problem.evaluate(options_w, options_g, stream_d)
         value, a, b = weight * priced.qos, priced.query_memory / memory, priced.query_cpu / cpu
-        stay = 0
-        if a[:, 1].sum() <= 1.0 and b[:, 1].sum() <= 1.0 and value[:, 1].sum() > value[:, 0].sum():
-            stay = 1
+        fitting = [k for k in range(len(starts)) if a[:, k].sum() <= 1.0 and b[:, k].sum() <= 1.0]
+        if not fitting:
+            fitting = [len(starts)]  # grid column 0 is the all-minimum option
+        stay = max(fitting, key=lambda k: value[:, k].sum())
         choice, binding = choose(value, a, b, stay=stay)
-        fw, fg = options_w[rows, choice], options_g[rows, choice]
 
         step_w = 0.5 / (self.window_levels - 1)
         step_g = 0.5 / (self.granularity_levels - 1)
-        for _ in range(self.refinements):
+        for _ in range(rounds):
+            fw, fg = options_w[rows, choice], options_g[rows, choice]
             options_w = np.clip(np.stack([fw, fw - step_w, fw + step_w, fw, fw], axis=1), 0.0, 1.0)
             options_g = np.clip(np.stack([fg, fg, fg, fg - step_g, fg + step_g], axis=1), 0.0, 1.0)
             priced = problem.evaluate(options_w, options_g, stream_d)
-            choice, binding = choose(weight * priced.qos, priced.query_memory / memory, priced.query_cpu / cpu, stay=0)
-            fw, fg = options_w[rows, choice], options_g[rows, choice]
+            value, a, b = weight * priced.qos, priced.query_memory / memory, priced.query_cpu / cpu
+            choice, binding = choose(value, a, b, stay=0)
             step_w, step_g = step_w / 2, step_g / 2
-        fw, lift = self._lift(problem, stream_d, memory, cpu, fw, fg, 2 * step_w)
-        return fw, fg, {"binding": binding, "window_lift": lift}
+        return Found(
+            options_w[rows, choice], options_g[rows, choice], priced.query_memory[rows, choice],
+            priced.query_cpu[rows, choice], priced.qos[rows, choice], {"binding": binding, "window_step": 2 * step_w},
+        )
+
+    def _outcome(self, problem: Problem, found: Found, stream_d: np.ndarray | None) -> Outcome:
+        """The chosen setting's estimate; without shared nodes the per-query sums are the exact totals."""
+        if problem.shares_nodes:
+            return problem.evaluate(found.fw, found.fg, stream_d)
+        return Outcome(found.query_memory, found.query_cpu, found.query_memory.sum(), found.query_cpu.sum(), found.qos)
 
     def _uniform(self, problem, stream_d, memory, cpu) -> tuple[float, float] | None:
         """The paper's shared-fraction setting (§4.3), with each step's evaluations batched.
@@ -181,33 +201,40 @@ class WeightedQoS:
                 break
         return low, f_gran
 
-    def _lift(self, problem, stream_d, memory, cpu, fw, fg, span) -> tuple[np.ndarray, float]:
-        """Raise every window fraction by the largest common δ ≤ span that still fits (two batched scans)."""
-        n = len(fw)
-        low, high = 0.0, span
+    def _lift(self, problem, stream_d, memory, cpu, found: Found) -> Found:
+        """Raise every window fraction by the largest common δ below one grid step that still fits."""
+        rows = np.arange(len(found.fw))
+        low, high = 0.0, found.facts["window_step"]
         for _ in range(2):
             deltas = np.linspace(low, high, _LIFT_POINTS + 1)[1:]
-            trial = np.minimum(fw[:, None] + deltas[None, :], 1.0)
-            priced = problem.evaluate(trial, np.repeat(fg[:, None], _LIFT_POINTS, axis=1), stream_d)
+            trial = np.minimum(found.fw[:, None] + deltas[None, :], 1.0)
+            priced = problem.evaluate(trial, np.repeat(found.fg[:, None], _LIFT_POINTS, axis=1), stream_d)
             fitting = np.flatnonzero(
                 (priced.query_memory.sum(axis=0) <= memory) & (priced.query_cpu.sum(axis=0) <= cpu)
             )
             if len(fitting) == 0:
                 high = deltas[0]
-            else:
-                top = fitting[-1]
-                low, high = deltas[top], deltas[top + 1] if top + 1 < _LIFT_POINTS else deltas[top]
+                continue
+            top = fitting[-1]
+            column = np.full(len(rows), top)
+            found = Found(
+                trial[rows, column], found.fg, priced.query_memory[rows, column], priced.query_cpu[rows, column],
+                priced.qos[rows, column], {**found.facts, "window_lift": float(deltas[top])},
+            )
+            low, high = deltas[top], deltas[top + 1] if top + 1 < _LIFT_POINTS else deltas[top]
             if low == high:
                 break
-        return np.minimum(fw + low, 1.0), float(low)
+        return found
 
     # --- after a rate change -------------------------------------------------------------------
 
     def _incremental(self, given: PolicyInput, state: WeightedState) -> Decision | None:
         """Re-decide only the queries reading the changed streams, in the budget the others leave.
 
-        Returns None (decide from scratch) when those queries cannot fit that
-        budget even at their minimum.
+        Cheaper than a full decision: one knapsack over the option grid and
+        the settings in force, one refinement round, no uniform start. Returns
+        None (decide from scratch) when those queries cannot fit that budget
+        even at their minimum.
         """
         problem, bounds = given.problem, given.bounds
         affected = problem.queries_reading(given.changed_streams)
@@ -215,25 +242,25 @@ class WeightedQoS:
         keep[affected] = False
         memory = bounds.usable_memory - state.query_memory[keep].sum()
         cpu = bounds.usable_cpu - state.query_cpu[keep].sum()
+        if len(affected) == 0 or memory <= 0 or cpu <= 0 or problem.shares_nodes:
+            return None
+        sub = problem.subproblem(affected)
+        found = self._improve(sub, given.stream_d, memory, cpu, [(state.fw[affected], state.fg[affected])], 1)
+        if found.query_memory.sum() > memory or found.query_cpu.sum() > cpu:
+            return None  # even the all-minimum option does not fit what the other queries leave
         fw, fg = state.fw.copy(), state.fg.copy()
-        facts: dict = {"incremental": True, "requeried": int(len(affected))}
-        if len(affected):
-            if memory <= 0 or cpu <= 0:
-                return None
-            sub = problem.subproblem(affected)
-            found = self.optimise(sub, given.stream_d, memory, cpu, (fw[affected], fg[affected]))
-            if found is None:
-                return None
-            fw[affected], fg[affected], more = found
-            facts.update(more)
-        outcome = problem.evaluate(fw, fg, given.stream_d)
+        query_memory, query_cpu, qos = state.query_memory.copy(), state.query_cpu.copy(), state.qos.copy()
+        fw[affected], fg[affected] = found.fw, found.fg
+        query_memory[affected], query_cpu[affected], qos[affected] = found.query_memory, found.query_cpu, found.qos
+        outcome = Outcome(query_memory, query_cpu, query_memory.sum(), query_cpu.sum(), qos)
         if not outcome.fits(bounds):
             return None
         reason = f"re-decided {len(affected)} quer{'y' if len(affected) == 1 else 'ies'} reading the changed streams"
+        facts = {**found.facts, "incremental": True, "requeried": int(len(affected))}
         return self._decision(problem, fw, fg, outcome, True, reason, facts)
 
     def _decision(self, problem: Problem, fw, fg, outcome: Outcome, feasible: bool, reason: str, facts) -> Decision:
-        state = WeightedState(fw, fg, outcome.query_memory, outcome.query_cpu, problem.queries)
+        state = WeightedState(fw, fg, outcome.query_memory, outcome.query_cpu, outcome.qos, problem.queries)
         return Decision(
             policy=self.name,
             feasible=feasible,
