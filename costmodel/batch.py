@@ -11,19 +11,46 @@ K settings at once (a trailing axis on ``w``, ``g`` and ``stream_d``).
 
 Semantics are those of ``costmodel.formulas`` exactly (agreement to 1e-9
 relative is tested): the empty stream (d = ∞, l = 0) propagates as in the
-scalar code, every branch of a formula is selected with ``np.where`` and is
-computed on substituted "safe" values so that no warning or NaN escapes, and
-the rounding helpers use the same ``ROUNDING_SLACK``.
+scalar code, every branch of a formula is selected with a mask and is
+computed on safe values or only where it applies, so that no warning or NaN
+escapes; the rounding helpers use the same ``ROUNDING_SLACK``. Output characteristics (d, l, g) are computed with the
+same floating-point operations in the same order as the scalar code (they
+feed the floor/ceil of later nodes); the per-node memory and cpu sums may be
+associated differently (a few ulps; they feed nothing but the sums).
 
-Layout: per-node state arrays have shape (N, K) (K = 1 without a trailing
-axis); node constants (selectivities, bucket counts, …) are stored per group
-with shape (M, 1) so that they broadcast over K.
+Layout (chosen for speed; see ``BatchPlan.compile`` and ``BatchPlan.evaluate``):
+
+* nodes are renumbered level by level: the sources first, then every
+  (depth, operator, depth and operator of each input) *block* in a
+  contiguous range of positions, so that a block's results are written with
+  slice assignment; ``node_ids`` lists the nodes in this order, which is a
+  topological order but in general not the plan's;
+* within a block, nodes are ordered by their first consumer, so that the
+  inputs of one slot of a block are a contiguous slice (a view, no copy) of
+  the state arrays whenever no node is shared; other inputs are gathered;
+* per-node arrays have shape (N, K) (K = 1 without a trailing axis) and
+  kernels write into them with ``out=``, a block at a time in chunks of
+  about ``_CHUNK`` elements so that temporaries stay in the CPU cache; node
+  constants are (M, 1) columns (or plain floats when a block shares one
+  value) that broadcast over K; sources, which do not vary over K unless
+  ``stream_d`` has a trailing axis, are read from (S, 1) columns;
+* the bytes per element (``size``) depend on the plan alone unless it has a
+  union (a rate-weighted mean), so they are computed once at compile time;
+* when no node feeds two consumers (a forest, like the §5.4 workload), the
+  per-query sums are accumulated block by block as subtree sums; otherwise
+  a sparse query × node incidence matrix sums them. Either way every sum
+  runs in an order that does not depend on K or the chunks, so a setting
+  gets the same numbers, bit for bit, whatever it is evaluated with;
+* one block of memory holds every per-node array of an evaluation, and it
+  is reused by the next evaluation once the caller holds no array of the
+  result any more (fresh memory costs a page fault per page).
 """
 
 from __future__ import annotations
 
+import sys
+import sysconfig
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,130 +61,217 @@ from .plan import PlanSet
 __all__ = ["BatchPlan", "BatchResult"]
 
 _INF = np.inf
+_FLOOR_SLACK = 1.0 + ROUNDING_SLACK  # floor_granules
+_CEIL_SLACK = 1.0 - ROUNDING_SLACK  # ceil_count
 
 
 # --- small helpers -------------------------------------------------------------------------
 
 
-def _normalise(d: np.ndarray, l: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # noqa: E741
-    """``Stream.__post_init__``: a stream with d = ∞ or l = 0 is the canonical empty stream (∞, 0)."""
-    d = np.where(l == 0.0, _INF, d)
-    return d, np.where(d == _INF, 0.0, l)
-
-
-def _rate(d: np.ndarray) -> np.ndarray:
-    """``Stream.rate``: 1/d, which is exactly 0 for the empty stream (1/∞)."""
-    return 1.0 / d
-
-
 def _column(values: list[float]) -> np.ndarray:
-    """Per-node constants of a group as an (M, 1) column that broadcasts over K."""
+    """Per-node constants of a block as an (M, 1) column that broadcasts over K."""
     return np.asarray(values, dtype=float).reshape(-1, 1)
+
+
+def _normalise(d: np.ndarray, l: np.ndarray) -> None:  # noqa: E741
+    """``Stream.__post_init__`` in place: d = ∞ or l = 0 is the canonical empty stream (∞, 0).
+
+    The masks are only formed when a reduction shows that some element needs them.
+    """
+    if not l.min() > 0.0:
+        np.copyto(d, _INF, where=l == 0.0)
+    if not d.max() < _INF:
+        np.copyto(l, 0.0, where=d == _INF)
+
+
+def _rate_times(d: np.ndarray, factor, out: np.ndarray) -> None:
+    """out = (1/d)·factor: ``Stream.rate`` (exactly 0 for the empty stream, 1/∞) times a constant."""
+    if d.shape == out.shape:
+        np.divide(1.0, d, out=out)
+        np.multiply(out, factor, out=out)
+    else:  # d does not vary over K: compute once per node and broadcast
+        out[...] = (1.0 / d) * factor
+
+
+def _constant_rows(x: np.ndarray) -> np.ndarray:
+    """x itself, or its first column when every row of x is constant over K (exact equality)."""
+    if x.ndim == 2 and x.shape[1] > 1 and np.equal(x, x[:, :1]).all():
+        return x[:, :1]
+    return x
 
 
 # --- per-operator kernels ------------------------------------------------------------------
 #
-# Every kernel takes the gathered input characteristics (arrays of shape
-# (M, K) or broadcastable to it) and returns (d, l, g, size, memory, cpu) of
-# its M nodes. Scalar branches become np.where; the order of floating-point
-# operations follows formulas.py so that results agree to the last few ulps.
+# Every kernel evaluates a chunk of M nodes of one block. It takes the input
+# characteristics (d, l, g, size), arrays broadcastable to (M, K) ((M, 1) when
+# they do not vary over K), and writes into ``out`` = (d, l, g, size, memory,
+# cpu), views of shape (M, K) into the state arrays; ``size`` is None when
+# sizes are static. Node constants ``p`` are (M, 1) columns or floats.
+# Formula branches are masks; the floating-point operations of d, l and g are
+# those of formulas.py, in the same order (they feed the floor/ceil of later
+# nodes); memory and cpu may be grouped differently (a few ulps).
 
 
-def _project(d, l, g, size, new_size, has_size, k):  # noqa: E741
+def _project(x, out, p, k) -> None:
     """Formula 1 and §3.5: characteristics unchanged, one function call per element; optional new size."""
-    cpu = _rate(d) * k.C_F
-    size = np.where(has_size, new_size, size)
-    return d, l, g, size, 0.0, cpu
+    d, l, g, size = x  # noqa: E741
+    out_d, out_l, out_g, out_size, memory, cpu = out
+    out_d[...] = d
+    out_l[...] = l
+    out_g[...] = g
+    if out_size is not None:
+        out_size[...] = np.where(p["has_size"], p["new_size"], size)
+    memory[...] = 0.0
+    _rate_times(d, k.C_F, cpu)
 
 
-def _select(d, l, g, size, sel, k):  # noqa: E741
+def _select(x, out, p, k) -> None:
     """Formula 2 and §3.5: d/sel (∞/sel stays ∞), one predicate evaluation per input element."""
-    cpu = _rate(d) * k.C_P
-    out_d, out_l = _normalise(d / sel, l)
-    return out_d, out_l, g, size, 0.0, cpu
+    d, l, g, size = x  # noqa: E741
+    out_d, out_l, out_g, out_size, memory, cpu = out
+    np.divide(d, p["sel"], out=out_d)
+    out_l[...] = l
+    _normalise(out_d, out_l)
+    out_g[...] = g
+    if out_size is not None:
+        out_size[...] = size
+    memory[...] = 0.0
+    _rate_times(d, k.C_P, cpu)
 
 
-def _window(d, l, g, size, w, c, is_tuple, tuple_cpu, k):  # noqa: E741
+def _window(x, out, p, k, w) -> None:
     """Formula 7 and §3.6.1 for time-based windows (size w) and tuple-based ones (c elements).
 
     A tuple window is the time window of size c·d (§2.4.2), computed per
     evaluation; its state is a FIFO of c elements. ``c``/``is_tuple`` are None
-    when the group has no tuple window.
+    when the block has no tuple window.
     """
-    empty = d == _INF
-    rate = _rate(d)
+    d, l, g, size = x  # noqa: E741
+    out_d, out_l, out_g, out_size, memory, cpu = out
+    c, is_tuple = p["c"], p["is_tuple"]
     if c is not None:
         w = np.where(is_tuple, c * d, w)
-    length = np.floor((w + 1.0) / g * (1.0 + ROUNDING_SLACK)) * g
-    dropped = empty | (length == 0.0)
-    # For an empty input l = 0 and g·d/l = ∞/0 = ∞ (no warning); the branch discards it anyway.
-    out_d = np.where(dropped, _INF, g * d / l)
-    out_l = np.where(dropped, 0.0, length)
-    out_d, out_l = _normalise(out_d, out_l)
+    # length = ⌊(w + 1)/g⌋·g, built in out_l
+    np.add(w, 1.0, out=out_l)
+    np.divide(out_l, g, out=out_l)
+    np.multiply(out_l, _FLOOR_SLACK, out=out_l)
+    np.floor(out_l, out=out_l)
+    np.multiply(out_l, g, out=out_l)
+    # d' = g·d/l, or ∞ when nothing is left (length 0). An empty input gives g·∞/0 = ∞ already
+    # (no warning), so it needs no mask of its own. Normalisation: l' = 0 wherever d' = ∞,
+    # which is where the length is 0 (already) or g·d/l is ∞.
+    spacing = g * d / l
+    out_d[...] = spacing
+    if not out_l.min() > 0.0:
+        np.copyto(out_d, _INF, where=out_l == 0.0)
+    if not spacing.max() < _INF:
+        np.copyto(out_l, 0.0, where=spacing == _INF)
+    out_g[...] = g
+    if out_size is not None:
+        out_size[...] = size
+    _rate_times(d, p["cpu_per_element"], cpu)  # C_S, or 2·C_Q + C_S for a tuple window
     if c is None:
-        return out_d, out_l, g, size, 0.0, rate * k.C_S
-    memory = np.where(is_tuple & ~empty, c * size, 0.0)
-    cpu = np.where(is_tuple, rate * tuple_cpu, rate * k.C_S)
-    return out_d, out_l, g, size, memory, cpu
+        memory[...] = 0.0
+    else:
+        memory[...] = np.where(is_tuple & (d != _INF), c * size, 0.0)
 
 
-def _granularity(d, l, g, size, g_new, k):  # noqa: E741
+def _granularity(x, out, p, k, g_new) -> None:
     """Formula 8 and §3.6.2: rounding to ĝ; ĝ == g (math.isclose, GRANULARITY_TOLERANCE) is the identity.
 
     Cases: l ≥ 2ĝ → (d, l − ĝ); ĝ < l < 2ĝ → (d·ĝ/(l − ĝ), ĝ); otherwise, and
     for an empty input, the empty stream at ĝ.
     """
-    empty = d == _INF
-    identity = (np.abs(g_new - g) <= GRANULARITY_TOLERANCE * np.maximum(g_new, g)) & ~empty
+    d, l, g, size = x  # noqa: E741
+    out_d, out_l, out_g, out_size, memory, cpu = out
     long = l >= 2.0 * g_new
-    short = (l > g_new) & ~long  # ĝ < l < 2ĝ
-    cut = l - g_new
-    out_d = np.where(long, d, np.where(short, d * g_new / np.where(short, cut, 1.0), _INF))
-    out_l = np.where(long, cut, np.where(short, g_new, 0.0))
-    out_d = np.where(identity, d, out_d)
-    out_l = np.where(identity, l, out_l)
-    out_g = np.where(identity, g, g_new)
-    out_d, out_l = _normalise(out_d, out_l)
-    cpu = _rate(d) * 2.0 * k.C_Rd
-    return out_d, out_l, out_g, size, 0.0, cpu
+    dropped = l <= g_new  # neither long nor short (l > ĝ)
+    short = ~(long | dropped)  # ĝ < l < 2ĝ
+    np.subtract(l, g_new, out=out_l)  # long: l − ĝ
+    out_d[...] = d
+    if short.any():
+        np.copyto(out_d, d * g_new / np.where(short, out_l, 1.0), where=short)
+        np.copyto(out_l, g_new, where=short)
+    if dropped.any():
+        np.copyto(out_d, _INF, where=dropped)
+        np.copyto(out_l, 0.0, where=dropped)
+    out_g[...] = g_new
+    identity = np.abs(g_new - g) <= GRANULARITY_TOLERANCE * np.maximum(g_new, g)
+    if identity.any():
+        identity = identity & (d != _INF)
+        np.copyto(out_d, d, where=identity)
+        np.copyto(out_l, l, where=identity)
+        np.copyto(out_g, g, where=identity)
+    _normalise(out_d, out_l)
+    if out_size is not None:
+        out_size[...] = size
+    memory[...] = 0.0
+    _rate_times(d, p["cpu_per_element"], cpu)  # 2·C_Rd
 
 
-def _hit_exponents(D, lp, k):
-    """Exponent x of ``hit_probability(D, k) = −expm1(x)``: k·log1p(−1/D) for D > 1, −k/D otherwise."""
-    return np.where(D > 1.0, k * lp, -k / D)
-
-
-def _aggregate(d, l, g, size, groups, agg_size, k):  # noqa: E741
+def _aggregate(x, out, p, k) -> None:
     """Formulas 5–6 (output) and 15–19 (cost) for n groups, each a scalar aggregation over (n·d, l, g).
 
     Output: n·d < l → l' = g / hit(n·d, 2g), d' = l'/n; otherwise unchanged.
     Cost per group over D = n·d, for D < l: M = ⌈l/g · hit(D, g)⌉·s (15),
     C_update (17), C_new (18); otherwise M = s, no update; C_reorg (19) uses the
     per-group output distance. Memory and cpu are then multiplied by n.
+
+    hit(D, k) = −expm1(x) with x = k·log1p(−1/D) for D > 1 and −k/D otherwise;
+    x for k = 2g is exactly twice the one for k = g. The logarithm and the
+    exponentials are evaluated once per node when their argument does not vary
+    over K.
     """
+    d, l, g, size = x  # noqa: E741
+    out_d, out_l, out_g, out_size, memory, cpu = out
+    groups, agg_size = p["groups"], p["agg_size"]
     D = groups * d
-    empty = D == _INF  # an empty input (or n·d overflowing, which the scalar code also treats as empty)
     active = D < l  # implies a non-empty input
-    lp = np.log1p(-1.0 / np.where(D > 1.0, D, 2.0))
-    end_hits = -np.expm1(_hit_exponents(D, lp, g))
-    both_hits = -np.expm1(_hit_exponents(D, lp, 2.0 * g))
+    D1 = _constant_rows(D)
+    big = D1 > 1.0
+    if big.all():  # the usual case: no element per time unit or more
+        lp = np.log1p(-1.0 / D1)
+        exponent = _constant_rows(g * lp)
+    else:
+        lp = np.log1p(-1.0 / np.where(big, D1, 2.0))
+        exponent = _constant_rows(np.where(big, g * lp, -g / D1))
+    end_hits = -np.expm1(exponent)
+    exponent *= 2.0
+    both_hits = -np.expm1(exponent)
     per_group_length = g / np.where(active, both_hits, 1.0)
-    out_d = np.where(active, per_group_length / groups, d)
-    out_l = np.where(active, per_group_length, l)
-    out_d, out_l = _normalise(out_d, out_l)
+    out_d[...] = d
+    out_l[...] = l
+    np.copyto(out_d, per_group_length / groups, where=active)
+    np.copyto(out_l, per_group_length, where=active)
+    _normalise(out_d, out_l)
+    out_g[...] = g
+    if out_size is not None:
+        out_size[...] = agg_size
 
-    memory = np.where(active, np.ceil(l / g * end_hits * (1.0 - ROUNDING_SLACK)) * agg_size, agg_size)  # (15)
-    update = np.where(active, l / (D * g) * end_hits * k.c_update, 0.0)  # (17)
-    new = np.where(active, k.C_L / D + k.C_I / (2.0 * D), k.c_new_sparse / D)  # (18)
-    group_out_d = np.where(active, per_group_length, D)
-    reorg = k.c_reorg_hit / group_out_d + k.C_O / D  # (19)
-    cpu = update + new + reorg  # (16)
-    memory = np.where(empty, 0.0, groups * memory)
-    cpu = np.where(empty, 0.0, groups * cpu)
-    return out_d, out_l, g, agg_size, memory, cpu
+    # (15)–(19) per group, times n groups; an empty input (D = ∞) costs nothing
+    hits = l / g * end_hits
+    hits *= _CEIL_SLACK
+    np.ceil(hits, out=hits)
+    hits *= agg_size
+    np.copyto(hits, agg_size, where=~active)
+    np.multiply(groups, hits, out=memory)  # (15)
+    rate = 1.0 / D
+    update = l / (D * g) * end_hits
+    update *= k.c_update  # (17)
+    new = k.C_L * rate + k.C_I * 0.5 * rate  # (18), D < l
+    np.copyto(new, k.c_new_sparse * rate, where=~active)  # (18), D ≥ l
+    np.copyto(update, 0.0, where=~active)
+    update += new
+    update += k.c_reorg_hit / np.where(active, per_group_length, D)  # (19)
+    update += k.C_O * rate
+    np.multiply(groups, update, out=cpu)  # (16)
+    empty = D == _INF  # an empty input (or n·d overflowing, which the scalar code also treats as empty)
+    if empty.any():
+        np.copyto(memory, 0.0, where=empty)
+        np.copyto(cpu, 0.0, where=empty)
 
 
-def _join(a, b, sel, buckets_a, buckets_b, c_hash, c_insert, k):
+def _join(a, b, out, p, k) -> None:
     """Formula 4 then 2 (output) and formulas 9–14 (cost) of the symmetric hash join.
 
     ``a`` and ``b`` are (d, l, g, size) tuples. A nested-loops join arrives here
@@ -166,51 +280,114 @@ def _join(a, b, sel, buckets_a, buckets_b, c_hash, c_insert, k):
     """
     da, la, ga, sa = a
     db, lb, _, sb = b
-    empty_a = da == _INF
-    empty_b = db == _INF
-    either = empty_a | empty_b
-    lsum = la + lb
-    safe_lsum = np.where(either, 1.0, lsum)  # both empty would give 0/0
-    out_d = np.where(either, _INF, da * db / (safe_lsum * sel))
-    out_l = np.where(either, 0.0, la * lb / safe_lsum)
-    out_d, out_l = _normalise(out_d, out_l)
+    out_d, out_l, out_g, out_size, memory, cpu = out
+    shape = out_d.shape
+    ra = np.divide(1.0, da, out=np.empty(shape))  # 0 for an empty side
+    rb = np.divide(1.0, db, out=np.empty(shape))
+    neither = True if ra.min() > 0.0 and rb.min() > 0.0 else (ra != 0.0) & (rb != 0.0)  # both non-empty
+    lsum = np.add(la, lb, out=np.empty(shape))
+    # d' = d_a·d_b/((l_a + l_b)·sel) is ∞ when a side is empty (∞·x/y, and ∞/0 = ∞ for both);
+    # l' = l_a·l_b/(l_a + l_b) is computed for non-empty pairs only (0/0 otherwise), then normalised.
+    np.multiply(da, db, out=out_d)
+    np.divide(out_d, lsum * p["sel"], out=out_d)
+    if neither is True:
+        np.multiply(la, lb, out=out_l)
+        np.divide(out_l, lsum, out=out_l)
+    else:
+        out_l[...] = 0.0
+        np.multiply(la, lb, out=out_l, where=neither)
+        np.divide(out_l, lsum, out=out_l, where=neither)
+    _normalise(out_d, out_l)
+    out_g[...] = ga
+    if out_size is not None:
+        out_size[...] = sa + sb
 
-    ra, rb = _rate(da), _rate(db)
-    # (9): ⌈l_i/d_i⌉ + d_j/(2·d_i) per side; d_j → 0 for an empty side j, x/∞ = 0 for an empty side i.
-    grow_a = np.where(empty_b, 0.0, db) / (2.0 * da)
-    grow_b = np.where(empty_a, 0.0, da) / (2.0 * db)
-    side_a = np.where(empty_a, 0.0, np.ceil(la / da * (1.0 - ROUNDING_SLACK)) + grow_a)
-    side_b = np.where(empty_b, 0.0, np.ceil(lb / db * (1.0 - ROUNDING_SLACK)) + grow_b)
-    memory = side_a * sa + side_b * sb
-    arrivals = ra + rb
-    rarb = ra * rb
-    insert = arrivals * c_insert  # (11)
-    probe = rarb * (lb / buckets_b + la / buckets_a) * k.C_P + arrivals * c_hash  # (12)
-    result = sel * lsum * ra * rb * k.C_F  # (13)
-    reorg = arrivals * k.c_join_reorg  # (14)
-    cpu = insert + probe + result + reorg  # (10)
-    return out_d, out_l, ga, sa + sb, memory, cpu
+    # (9): (⌈l_a/d_a⌉ + d_b/(2·d_a))·s_a + (⌈l_b/d_b⌉ + d_a/(2·d_b))·s_b; an empty side i holds
+    # nothing (l_i/∞ = 0) and contributes no growth term to the other side. d_j/(2·d_i) is
+    # computed as (d_j/d_i)·0.5, which is the same number.
+    side = np.empty(shape)
+    grow = np.empty(shape)
+    for d_i, l_i, s_i, d_j, target in ((da, la, sa, db, memory), (db, lb, sb, da, side)):
+        np.divide(l_i, d_i, out=side)
+        side *= _CEIL_SLACK
+        np.ceil(side, out=side)
+        if neither is True:
+            np.divide(d_j, d_i, out=grow)
+            grow *= 0.5
+            side += grow
+        else:
+            np.divide(d_j, d_i, out=grow, where=neither)
+            np.multiply(grow, 0.5, out=grow, where=neither)
+            np.add(side, grow, out=side, where=neither)
+        np.multiply(side, s_i, out=target)
+    memory += side
+
+    # (10) = (11) + (12) + (13) + (14), grouped by the rates:
+    # (r_a + r_b)·(c_insert + c_hash + c_reorg) + r_a·r_b·(l_b·C_P/B_b + l_a·C_P/B_a + (l_a + l_b)·sel·C_F)
+    per_pair = grow
+    if "pair" in p:  # B_a = B_b: r_a·r_b·(l_a + l_b)·(C_P/B + sel·C_F)
+        np.multiply(lsum, p["pair"], out=per_pair)
+    else:
+        np.multiply(lb, p["probe_b"], out=per_pair)
+        np.multiply(la, p["probe_a"], out=side)
+        per_pair += side
+        lsum *= p["result"]
+        per_pair += lsum
+    per_pair *= ra
+    per_pair *= rb
+    np.add(ra, rb, out=cpu)
+    cpu *= p["per_arrival"]
+    cpu += per_pair
 
 
-def _union(rates, l_rates, size_rates, g, first_size, k):
+def _union(rates, l_rates, size_rates, g, first_size, out, k) -> None:
     """Formula 3 and §3.5 from per-union segment sums: Σ1/d_i, Σl_i/d_i, Σs_i/d_i.
 
     d' = 1/Σr, l' = Σ(l·r)/Σr; an all-empty union is the empty stream. The
     output size is the rate-weighted mean of the input sizes (the first input's
     size for an empty output); one append per output element.
     """
+    out_d, out_l, out_g, out_size, memory, cpu = out
     empty = rates == 0.0
     safe = np.where(empty, 1.0, rates)
-    out_d = np.where(empty, _INF, 1.0 / safe)
-    out_l = np.where(empty, 0.0, l_rates / safe)
-    out_d, out_l = _normalise(out_d, out_l)
-    out_rate = _rate(out_d)
-    out_empty = out_d == _INF
-    size = np.where(out_empty, first_size, size_rates / np.where(out_empty, 1.0, out_rate))
-    return out_d, out_l, g, size, 0.0, out_rate * k.C_T
+    out_d[...] = np.where(empty, _INF, 1.0 / safe)
+    out_l[...] = np.where(empty, 0.0, l_rates / safe)
+    _normalise(out_d, out_l)
+    out_g[...] = g
+    out_rate = 1.0 / out_d
+    if out_size is not None:
+        out_empty = out_d == _INF
+        out_size[...] = np.where(out_empty, first_size, size_rates / np.where(out_empty, 1.0, out_rate))
+    memory[...] = 0.0
+    np.multiply(out_rate, k.C_T, out=cpu)
 
 
 # --- compiled plan -------------------------------------------------------------------------
+
+_CHUNK = 65536
+"""Elements (nodes × K) per kernel call: big enough to amortise numpy's per-call overhead, small
+enough that a kernel's temporaries (512 KB each) stay in the CPU cache."""
+
+_SPARE_BYTES = 1 << 30
+"""Most memory a BatchPlan keeps between evaluations for reuse (see ``BatchPlan.evaluate``)."""
+
+
+def _pop_spare(spares: dict, size: int) -> tuple[np.ndarray | None, int]:
+    """Remove spares[size] and return it with its reference count as seen here (0 when absent).
+
+    The count of an array nothing else refers to is measured once, below, through this same
+    function, so that it does not depend on how the interpreter counts a call's references.
+    """
+    array = spares.pop(size, None)
+    return array, 0 if array is None else sys.getrefcount(array)
+
+
+_UNREFERENCED = (
+    _pop_spare({1: np.empty(1)}, 1)[1]
+    if sys.implementation.name == "cpython" and not sysconfig.get_config_var("Py_GIL_DISABLED")
+    else -1
+)
+"""Reference count of a spare nobody else holds; -1 (no reuse) where counts are not exact."""
 
 
 class _Constants:
@@ -229,14 +406,17 @@ class _Constants:
 
 @dataclass(frozen=True, eq=False)
 class _Group:
-    """Nodes of one depth level and one operator, with everything that does not depend on w/g/stream_d."""
+    """One block: nodes of one depth, operator and input operators, at positions start:stop."""
 
     op: str
-    idx: np.ndarray
-    """Positions of the group's nodes (into node_ids)."""
-    inputs: tuple[np.ndarray, ...]
-    """Unary ops and join: one position array per input slot; union: (flat input positions, segment starts, first inputs)."""
+    level: int
+    start: int
+    stop: int
+    inputs: tuple
+    """Unary ops and join: one (depth of the inputs, slice or position array) per input slot;
+    union: (flat input positions, segment starts, first inputs)."""
     params: dict
+    """Node constants: (M, 1) columns, or scalars and None that hold for the whole block."""
 
 
 @dataclass(frozen=True)
@@ -265,14 +445,49 @@ class BatchResult:
     """Scalar or (K,): cpu of all nodes, each counted once."""
 
 
+def _compact(params: dict) -> dict:
+    """Float columns whose values are all equal become Python floats (cheaper than a broadcast column)."""
+    return {key: float(value[0, 0]) if isinstance(value, np.ndarray) and value.dtype == float and value.size
+            and np.all(value == value[0, 0]) else value for key, value in params.items()}
+
+
+def _as_index(positions) -> slice | np.ndarray:
+    """A slice when the positions are consecutive (a view instead of a gather), else an index array."""
+    array = np.asarray(positions, dtype=np.intp)
+    if array.size and array[-1] - array[0] == array.size - 1 and np.all(np.diff(array) == 1):
+        return slice(int(array[0]), int(array[-1]) + 1)
+    return array
+
+
+def _take(array: np.ndarray, index: slice | np.ndarray) -> np.ndarray:
+    return array[index] if isinstance(index, slice) else np.take(array, index, axis=0)
+
+
+def _rows(index: slice | np.ndarray, a: int, b: int) -> slice | np.ndarray:
+    """Rows a:b of a block's input index."""
+    if isinstance(index, slice):
+        return slice(index.start + a, index.start + b)
+    return index[a:b]
+
+
+def _shift(index: slice | np.ndarray, offset: int) -> slice | np.ndarray:
+    if isinstance(index, slice):
+        return slice(index.start + offset, index.stop + offset)
+    return index + offset
+
+
 class BatchPlan:
     """A PlanSet compiled into index arrays for vectorised evaluation (see the module docstring).
 
-    ``w``, ``g`` and ``stream_d`` hold the plan's own values and are the
-    defaults of ``evaluate``; they are read-only (copy them to build overrides).
-    ``window_index`` and ``granularity_index`` are the positions of the
-    time-based windows and granularity nodes (where ``w`` / ``g`` are not NaN),
-    ``levels`` the plan's depth and ``plan`` the compiled PlanSet.
+    ``node_ids`` is the order of every per-node array (``w``, ``g``, the
+    overrides and the results): a topological order grouped by depth level
+    (sources first), in general *not* the order of ``plan.nodes``; index by
+    position in ``node_ids``. ``w``, ``g`` and ``stream_d`` hold the plan's
+    own values and are the defaults of ``evaluate``; they are read-only (copy
+    them to build overrides). ``window_index`` and ``granularity_index`` are
+    the positions of the time-based windows and granularity nodes (where ``w``
+    / ``g`` are not NaN), ``levels`` the plan's depth and ``plan`` the
+    compiled PlanSet.
     """
 
     node_ids: tuple[str, ...]
@@ -287,60 +502,154 @@ class BatchPlan:
 
     @classmethod
     def compile(cls, plan: PlanSet) -> BatchPlan:
-        """Precompute levels, operator groups, gather indices, node constants and the query incidence."""
+        """Precompute levels, blocks, the node order, input slices, node constants and the query sums.
+
+        Blocks are keyed by (depth, operator, (depth, operator) of each input)
+        and laid out in key order after the sources. Block order is fixed from
+        the top level down: a block's nodes are sorted by their first consumer
+        (consumer block, input slot, consumer's position), so the inputs of one
+        slot of a consumer block are consecutive whenever no node is shared.
+        """
         self = object.__new__(cls)
         self.plan = plan
+        self._spares: dict[int, np.ndarray] = {}
+        self._chunk_plans: dict[int, list] = {}
         k = plan.constants
         self._k = _Constants(k)
-        self.node_ids = tuple(plan.nodes)
         self.query_names = tuple(plan.queries)
         self.stream_names = tuple(plan.streams)
-        position = {node_id: i for i, node_id in enumerate(self.node_ids)}
         stream_position = {name: i for i, name in enumerate(self.stream_names)}
-        n = len(self.node_ids)
 
-        w = np.full(n, np.nan)
-        g = np.full(n, np.nan)
+        nodes = list(plan.nodes.values())  # plan order (topological)
+        n = len(nodes)
+        plan_position = {node.id: i for i, node in enumerate(nodes)}
+        # tuples, not lists: tuples of numbers leave the cyclic GC's tracking, which keeps a large
+        # compilation from triggering full collections over the whole plan
+        inputs = [tuple([plan_position[j] for j in node.inputs]) for node in nodes]
         level = [0] * n
-        buckets: dict[tuple[int, str], list[int]] = {}
-        sources: list[int] = []
-        source_streams: list[int] = []
-        for i, node in enumerate(plan.nodes.values()):
-            if node.op == "source":
-                sources.append(i)
-                source_streams.append(stream_position[node.stream])
-                continue
-            level[i] = 1 + max(level[position[j]] for j in node.inputs)
-            if node.op == "window" and node.c is None:
-                w[i] = node.w
-            elif node.op == "granularity":
-                g[i] = node.g
-            buckets.setdefault((level[i], node.op), []).append(i)
-        nodes = list(plan.nodes.values())
-        self._groups = [self._group(op, members, nodes, position, k) for (_, op), members in sorted(buckets.items())]
+        kinds = [(0, "source")] * n
+        keys = [(0, "source", ())] * n
+        for i, node in enumerate(nodes):
+            if node.op != "source":
+                inp = inputs[i]
+                depth = level[i] = 1 + max(map(level.__getitem__, inp))
+                kinds[i] = (depth, node.op)
+                keys[i] = (depth, node.op, () if node.op == "union" else tuple(map(kinds.__getitem__, inp)))
         self.levels = max(level)
 
-        self._sources = np.asarray(sources, dtype=np.intp)
+        block_keys = sorted(set(keys))
+        block_of = {key: b for b, key in enumerate(block_keys)}
+        members: list[list[int]] = [[] for _ in block_keys]
+        for i, key in enumerate(keys):
+            members[block_of[key]].append(i)
+        # Order blocks top-down: all consumers of a block are in later (deeper) blocks. The first
+        # use (consumer block, slot, consumer's position) is encoded as one integer.
+        width = sum(map(len, inputs)) + 1
+        first_use = [len(block_keys) * 2 * width] * n  # unconsumed: after every use
+        for b in reversed(range(len(block_keys))):
+            block = members[b]
+            block.sort(key=first_use.__getitem__)  # stable: ties keep the plan order
+            if block_keys[b][1] == "union":
+                slots = [[j for i in block for j in inputs[i]]]
+            else:
+                slots = [[inputs[i][slot] for i in block] for slot in range(len(block_keys[b][2]))]
+            for slot, used in enumerate(slots):
+                base = (2 * b + slot) * width
+                for c, j in enumerate(used, base):
+                    if c < first_use[j]:
+                        first_use[j] = c
+        order = [i for block in members for i in block]
+        new_position = [0] * n
+        for p, i in enumerate(order):
+            new_position[i] = p
+        ordered = [nodes[i] for i in order]
+        self.node_ids = tuple([node.id for node in ordered])
+        ins = [tuple([new_position[j] for j in inputs[i]]) for i in order]
+
+        n_sources = len(members[0]) if block_keys[0][1] == "source" else 0
+        self._n_sources = n_sources
+        self._groups = []
+        start = n_sources
+        for b in range(1 if n_sources else 0, len(block_keys)):
+            stop = start + len(members[b])
+            self._groups.append(self._group(block_keys[b], start, stop, ordered, ins, self._k))
+            start = stop
+
+        # Per node: window size w, granularity g (NaN elsewhere) and the bytes per element, which
+        # depend on the plan alone unless a union weights them by rates.
+        w = np.full(n, np.nan)
+        g = np.full(n, np.nan)
+        sizes = [0.0] * n
+        for p, node in enumerate(ordered):
+            op = node.op
+            if op == "source":
+                sizes[p] = plan.streams[node.stream].size
+            elif op == "join":
+                sizes[p] = sizes[ins[p][0]] + sizes[ins[p][1]]
+            elif op == "aggregate":
+                sizes[p] = node.size or k.aggregate_size
+            elif op == "project":
+                sizes[p] = node.size or sizes[ins[p][0]]
+            elif op != "union":  # select, window, granularity; a union's size is per evaluation
+                sizes[p] = sizes[ins[p][0]]
+                if op == "window" and node.c is None:
+                    w[p] = node.w
+                elif op == "granularity":
+                    g[p] = node.g
+        source_streams = [stream_position[ordered[p].stream] for p in range(n_sources)]
         self._source_streams = np.asarray(source_streams, dtype=np.intp)
         self._source_g = _column([plan.streams[self.stream_names[s]].g for s in source_streams])
-        self._source_size = _column([plan.streams[self.stream_names[s]].size for s in source_streams])
         self.w, self.g = w, g
         self.stream_d = np.array([plan.streams[name].d for name in self.stream_names], dtype=float)
-        for array in (self.w, self.g, self.stream_d):
-            array.flags.writeable = False
+        self._source_d = self.stream_d[self._source_streams].reshape(-1, 1)
+        self._source_l = np.where(self._source_d == _INF, 0.0, self._source_g)
         self.window_index = np.flatnonzero(~np.isnan(w))
         self.granularity_index = np.flatnonzero(~np.isnan(g))
+        self._window_check = _as_index(self.window_index)
+        self._granularity_check = _as_index(self.granularity_index)
 
-        # Rows 0..Q-1: queries × nodes incidence; last row: every node once (the total).
+        has_union = any(group.op == "union" for group in self._groups)
+        self._static_size = None if has_union else _column(sizes)
+        self._source_size = _column(sizes[:n_sources])
+        # what consumers of sources read: a float when every source has the same g (or size)
+        self._source_g_read = _compact({"g": self._source_g})["g"]
+        self._source_size_read = _compact({"s": self._source_size})["s"]
+        for array in (self.w, self.g, self.stream_d, self._source_d, self._source_l, self._source_g,
+                      self._source_size, self._static_size):
+            if array is not None:
+                array.flags.writeable = False
+
+        # Per-query sums. When no node feeds two consumers and there is no union (a forest, like
+        # the §5.4 workload), a query's sum is the sum over the subtree of its root, accumulated
+        # block by block during the evaluation ("subtree sums"; for a node of depth 1 that is its
+        # own cost, as sources cost nothing), and the total is the sum over the nodes no other node
+        # consumes. Otherwise: a sparse incidence matrix, rows 0..Q-1 queries × nodes, last row
+        # every node once (the total).
+        roots = [new_position[plan_position[plan.queries[name]]] for name in self.query_names]
+        consumers = [0] * n
+        for node_inputs in ins:
+            for j in node_inputs:
+                consumers[j] += 1
+        self._forest = not has_union and max(consumers, default=0) <= 1
+        if self._forest:
+            self._first_deep = next((group.start for group in self._groups if group.level >= 2), n)
+            tops = [p for p in range(n) if consumers[p] == 0]
+            self._query_sums = self._sum_rows(roots)
+            # The total is the sum over the queries when each top node is the root of exactly one
+            # query. Sums over rows go through a sparse row of ones: csr_matvecs adds rows in a
+            # fixed order whatever K, so a setting's totals do not depend on the other settings.
+            self._total_sums = None if sorted(tops) == sorted(roots) else self._sum_rows(tops)
+            self._sum_all = sp.csr_matrix(np.ones((1, len(roots) if self._total_sums is None else len(tops))))
+            self._incidence = None
+            return self
         # Membership is the set plan.query_nodes(q) returns, found here by a walk over input
         # positions: query_nodes scans every node of the plan per query (O(Q·N)).
-        inputs = [[position[j] for j in node.inputs] for node in nodes]
         rows, cols = [], []
-        for q, name in enumerate(self.query_names):
-            reached = {position[plan.queries[name]]}
-            stack = list(reached)
+        for q, root in enumerate(roots):
+            reached = {root}
+            stack = [root]
             while stack:
-                for j in inputs[stack.pop()]:
+                for j in ins[stack.pop()]:
                     if j not in reached:
                         reached.add(j)
                         stack.append(j)
@@ -353,26 +662,40 @@ class BatchPlan:
             (np.ones(len(rows)), (np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp))),
             shape=(q_count + 1, n),
         )
-        self._incidence.sort_indices()  # sums run in topological order, like the scalar evaluator
+        self._incidence.sort_indices()  # sums run in node_ids order (topological)
         return self
 
-    @staticmethod
-    def _group(op: str, members: list[int], nodes: list, position: dict[str, int], k) -> _Group:
-        idx = np.asarray(members, dtype=np.intp)
-        group_nodes = [nodes[i] for i in members]
+    def _sum_rows(self, positions: list[int]) -> tuple:
+        """Where the subtree sums of these nodes are: (entries, own positions, entries, subtree rows).
 
-        def slot(j: int) -> np.ndarray:
-            return np.asarray([position[node.inputs[j]] for node in group_nodes], dtype=np.intp)
+        A source's sum is 0 (no entry); a depth-1 node's is its own memory and cpu; a deeper
+        node's is a row of the subtree-sum arrays (position − first deep position).
+        """
+        own = [(e, p) for e, p in enumerate(positions) if self._n_sources <= p < self._first_deep]
+        deep = [(e, p - self._first_deep) for e, p in enumerate(positions) if p >= self._first_deep]
+        as_array = lambda pairs, i: np.asarray([pair[i] for pair in pairs], dtype=np.intp)  # noqa: E731
+        if len(deep) == len(positions):  # the common case: one gather
+            return None, None, None, as_array(deep, 1)
+        return as_array(own, 0), as_array(own, 1), as_array(deep, 0), as_array(deep, 1)
+
+    @staticmethod
+    def _group(key: tuple, start: int, stop: int, ordered: list, ins: list, k) -> _Group:
+        level, op, signature = key
+        group_nodes = ordered[start:stop]
+        group_inputs = ins[start:stop]
+
+        def slot(j: int) -> tuple[int, slice | np.ndarray]:
+            return signature[j][0], _as_index([i[j] for i in group_inputs])
 
         params: dict = {}
         if op == "union":
             flat, starts = [], []
-            for node in group_nodes:
+            for i in group_inputs:
                 starts.append(len(flat))
-                flat.extend(position[i] for i in node.inputs)
+                flat.extend(i)
             flat_idx = np.asarray(flat, dtype=np.intp)
             starts_idx = np.asarray(starts, dtype=np.intp)
-            return _Group(op, idx, (flat_idx, starts_idx, flat_idx[starts_idx]), params)
+            return _Group(op, level, start, stop, (flat_idx, starts_idx, flat_idx[starts_idx]), params)
         if op == "join":
             nested = [node.kind == "nested" for node in group_nodes]
             pairs = [(1.0, 1.0) if is_nested else (node.buckets or (k.buckets, k.buckets))
@@ -380,12 +703,17 @@ class BatchPlan:
             c_hash = [0.0 if is_nested else k.C_H for is_nested in nested]
             params = {
                 "sel": _column([node.sel for node in group_nodes]),
-                "buckets_a": _column([float(a) for a, _ in pairs]),
-                "buckets_b": _column([float(b) for _, b in pairs]),
-                "c_hash": _column(c_hash),
-                "c_insert": _column([h + k.C_B + k.C_R for h in c_hash]),  # (11): (C_H + C_B + C_R)
+                # (11) + (12) + (14) per arriving element: (C_H + C_B + C_R) + C_H + (2·C_E + C_B + C_R)
+                "per_arrival": _column([(h + k.C_B + k.C_R) + h + k.c_join_reorg for h in c_hash]),
             }
-            return _Group(op, idx, (slot(0), slot(1)), params)
+            if all(a == b for a, b in pairs):  # (12) + (13) per pair and unit of l_a + l_b
+                params["pair"] = _column([k.C_P / float(a) + node.sel * k.C_F
+                                          for (a, _), node in zip(pairs, group_nodes)])
+            else:
+                params["probe_a"] = _column([k.C_P / float(a) for a, _ in pairs])  # (12)
+                params["probe_b"] = _column([k.C_P / float(b) for _, b in pairs])
+                params["result"] = _column([node.sel * k.C_F for node in group_nodes])  # (13)
+            return _Group(op, level, start, stop, (slot(0), slot(1)), _compact(params))
         if op == "select":
             params = {"sel": _column([node.sel for node in group_nodes])}
         elif op == "project":
@@ -396,23 +724,25 @@ class BatchPlan:
             }
         elif op == "window":
             is_tuple = [node.c is not None for node in group_nodes]
+            params = {"c": None, "is_tuple": None, "cpu_per_element": k.C_S}
             if any(is_tuple):
                 params = {
                     "c": _column([node.c if node.c is not None else 1.0 for node in group_nodes]),  # 1: no 0·∞
                     "is_tuple": _column(is_tuple).astype(bool),
+                    "cpu_per_element": _column([k.tuple_window if t else k.C_S for t in is_tuple]),
                 }
-            else:
-                params = {"c": None, "is_tuple": None}
+        elif op == "granularity":
+            params = {"cpu_per_element": 2.0 * k.C_Rd}
         elif op == "aggregate":
             params = {
                 "groups": _column([float(node.groups) for node in group_nodes]),
                 "agg_size": _column([node.size or k.aggregate_size for node in group_nodes]),
             }
-        return _Group(op, idx, (slot(0),), params)
+        return _Group(op, level, start, stop, (slot(0),), _compact(params))
 
     # --- evaluation --------------------------------------------------------------------
 
-    def _override(self, name: str, value, default: np.ndarray, positions: np.ndarray, allow_inf: bool) -> np.ndarray:
+    def _override(self, name: str, value, default: np.ndarray, positions, allow_inf: bool) -> np.ndarray:
         """A checked (rows, 1) or (rows, K) float array; only ``positions`` are inspected."""
         if value is None:
             return default[:, None]
@@ -420,9 +750,9 @@ class BatchPlan:
         rows = default.shape[0]
         if array.ndim not in (1, 2) or array.shape[0] != rows:
             raise ValueError(f"{name} must have shape ({rows},) or ({rows}, K), got {array.shape}")
-        used = array[positions]
-        ok = (used > 0.0) if allow_inf else (used > 0.0) & (used < _INF)
-        if not ok.all():
+        used = _take(array, positions)
+        # min and max propagate NaN, which fails both comparisons
+        if used.size and not (used.min() > 0.0 and (allow_inf or used.max() < _INF)):
             bound = "> 0 (∞ for an empty stream)" if allow_inf else "finite and > 0"
             raise ValueError(f"{name}: every value at a {name} position must be {bound}")
         return array if array.ndim == 2 else array[:, None]
@@ -432,11 +762,18 @@ class BatchPlan:
 
         Each override has shape (N,) (or (S,) for stream_d) or with a trailing
         axis K; then all K settings are evaluated at once and every result array
-        gains the trailing axis. Values at positions that are not time-based
-        windows (for w) or granularity nodes (for g) are ignored.
+        gains the trailing axis. Node arrays are in ``node_ids`` order. Values at
+        positions that are not time-based windows (for w) or granularity nodes
+        (for g) are ignored.
+
+        The six per-node result arrays are views of one block of memory. The
+        next evaluation reuses that block (instead of fresh pages) only when no
+        array of this result, and no view of one, is referenced any more, so a
+        result stays valid for as long as it is held. Up to ``_SPARE_BYTES``
+        (two blocks at most) stay allocated between evaluations for this.
         """
-        w_all = self._override("w", w, self.w, self.window_index, allow_inf=False)
-        g_all = self._override("g", g, self.g, self.granularity_index, allow_inf=False)
+        w_all = self._override("w", w, self.w, self._window_check, allow_inf=False)
+        g_all = self._override("g", g, self.g, self._granularity_check, allow_inf=False)
         d_src = self._override("stream_d", stream_d, self.stream_d, slice(None), allow_inf=True)
         widths = {a.shape[1] for a, given in ((w_all, w), (g_all, g), (d_src, stream_d))
                   if given is not None and np.ndim(given) == 2}
@@ -446,47 +783,85 @@ class BatchPlan:
         K = widths.pop() if widths else 1
 
         n = len(self.node_ids)
-        D = np.empty((n, K))
-        L = np.empty((n, K))
-        G = np.empty((n, K))
-        S = np.empty((n, K))
-        costs = np.zeros((n, 2 * K))  # [memory | cpu]; sources cost nothing
-        M, C = costs[:, :K], costs[:, K:]
+        ns = self._n_sources
+        forest = self._forest
+        deep = n - self._first_deep if forest else 0
+        # One allocation for every per-node array (fresh memory is costly per page; one large
+        # block gets huge pages): the six results and the subtree sums of the deeper nodes.
+        if K == 0:  # no setting at all
+            nothing = np.empty((n, 0))
+            q_nothing = np.empty((len(self.query_names), 0))
+            return BatchResult(nothing, nothing.copy(), nothing.copy(), nothing.copy(), nothing.copy(),
+                               nothing.copy(), q_nothing, q_nothing.copy(), np.empty(0), np.empty(0))
+        size = (6 * n + 2 * deep) * K
+        arena, references = _pop_spare(self._spares, size)
+        if references != _UNREFERENCED:  # absent, or a result of an earlier evaluation is still held
+            arena = np.empty(size)
+        D, L, G, S, M, C = arena[:6 * n * K].reshape(6, n, K)
+        sub_m, sub_c = arena[6 * n * K:].reshape(2, deep, K)
+        static_size = self._static_size
+        if static_size is None:
+            S[:ns] = self._source_size_read
+        else:  # written first: kernels read sizes as (M, K) rows, faster than (M, 1) columns
+            S[...] = static_size
+        M[:ns] = 0.0  # sources cost nothing
+        C[:ns] = 0.0
 
-        # Level 0: sources (d, l = g, g), the empty stream when d = ∞.
-        src = self._sources
-        d0 = d_src[self._source_streams]
-        D[src] = d0
-        L[src] = np.where(d0 == _INF, 0.0, self._source_g)
-        G[src] = self._source_g
-        S[src] = self._source_size
+        # Level 0: sources (d, l = g, g), the empty stream when d = ∞; (S, 1) columns unless
+        # stream_d has a trailing axis. Consumers read these instead of the (S, K) rows.
+        if stream_d is None:
+            d0, l0 = self._source_d, self._source_l
+        else:
+            d0 = d_src[self._source_streams]
+            l0 = np.where(d0 == _INF, 0.0, self._source_g)
+        sources = (d0, l0, self._source_g_read, self._source_size_read)
+        state = (D, L, G, S)
+        D[:ns] = d0
+        L[:ns] = l0
+        G[:ns] = self._source_g_read
 
         k = self._k
+        dynamic_size = static_size is None
         with np.errstate(over="ignore", under="ignore"):
-            for group in self._groups:
-                idx, p = group.idx, group.params
-                if group.op == "union":
-                    flat, starts, first = group.inputs
-                    r = _rate(D[flat])
-                    sums = np.add.reduceat(np.concatenate((r, L[flat] * r, S[flat] * r), axis=1), starts, axis=0)
-                    out = _union(sums[:, :K], sums[:, K:2 * K], sums[:, 2 * K:], G[first], S[first], k)
-                elif group.op == "join":
-                    ia, ib = group.inputs
-                    out = _join((D[ia], L[ia], G[ia], S[ia]), (D[ib], L[ib], None, S[ib]), k=k, **p)
-                else:
-                    (i,) = group.inputs
-                    args = (D[i], L[i], G[i], S[i])
-                    if group.op == "window":
-                        out = _window(*args, w=w_all[idx], tuple_cpu=k.tuple_window, k=k, **p)
-                    elif group.op == "granularity":
-                        out = _granularity(*args, g_new=g_all[idx], k=k)
+            for group, chunks in self._chunk_plan(max(1, _CHUNK // K)):
+                if chunks is None:
+                    self._union_block(group, state, M, C, dynamic_size)
+                    continue
+                op = group.op
+                for o, p, inputs, so, below in chunks:
+                    out = (D[o], L[o], G[o], S[o] if dynamic_size else None, M[o], C[o])
+                    xs = [tuple([_take(array, rows) if isinstance(array, np.ndarray) else array
+                                 for array in (sources if depth == 0 else state)]) for depth, rows in inputs]
+                    if op == "join":
+                        _join(xs[0], xs[1], out, p, k)
+                    elif op == "window":
+                        _window(xs[0], out, p, k, w=w_all[o])
+                    elif op == "granularity":
+                        _granularity(xs[0], out, p, k, g_new=g_all[o])
                     else:
-                        out = _KERNELS[group.op](*args, k=k, **p)
-                D[idx], L[idx], G[idx], S[idx], M[idx], C[idx] = out
+                        _KERNELS[op](xs[0], out, p, k)
+                    if so is not None:  # subtree sum = own cost + the inputs' subtree sums (0 for a source)
+                        for sub, own in ((sub_m, M), (sub_c, C)):
+                            target = sub[so]
+                            (is_own, rows), *more = below
+                            np.add(own[o], _take(own if is_own else sub, rows), out=target)
+                            for is_own, rows in more:
+                                target += _take(own if is_own else sub, rows)
 
-        sums = self._incidence @ costs  # (Q + 1, 2K); sequential sums in topological order
-        query_memory, query_cpu = sums[:-1, :K], sums[:-1, K:]
-        total_memory, total_cpu = sums[-1, :K], sums[-1, K:]
+        if forest:
+            query_memory, query_cpu = (self._gather_sums(self._query_sums, own, sub, len(self.query_names), K)
+                                       for own, sub in ((M, sub_m), (C, sub_c)))
+            if self._total_sums is None:
+                tops_memory, tops_cpu = query_memory, query_cpu
+            else:
+                tops_memory, tops_cpu = (self._gather_sums(self._total_sums, own, sub, self._sum_all.shape[1], K)
+                                         for own, sub in ((M, sub_m), (C, sub_c)))
+            total_memory, total_cpu = ((self._sum_all @ tops)[0] for tops in (tops_memory, tops_cpu))
+        else:
+            sums = self._incidence @ np.hstack((M, C))  # (Q + 1, 2K); sequential sums in node_ids order
+            query_memory, query_cpu = sums[:-1, :K], sums[:-1, K:]
+            total_memory, total_cpu = sums[-1, :K], sums[-1, K:]
+        self._keep(size, arena)
         if not trailing:
             return BatchResult(
                 D[:, 0], L[:, 0], G[:, 0], S[:, 0], M[:, 0], C[:, 0],
@@ -494,5 +869,78 @@ class BatchPlan:
             )
         return BatchResult(D, L, G, S, M, C, query_memory, query_cpu, total_memory, total_cpu)
 
+    def _chunk_plan(self, step: int) -> list:
+        """Per block: (group, chunks of at most ``step`` nodes), or (group, None) for a union block.
 
-_KERNELS: dict[str, Callable] = {"project": _project, "select": _select, "aggregate": _aggregate}
+        A chunk is (positions, its node constants, (depth, rows) per input slot, its rows in the
+        subtree sums or None, and (input is of depth 1, rows) for the inputs whose subtree sums
+        it adds). Cached per step.
+        """
+        plan = self._chunk_plans.get(step)
+        if plan is not None:
+            return plan
+        first_deep = self._first_deep if self._forest else len(self.node_ids)
+        plan = []
+        for group in self._groups:
+            if group.op == "union":
+                plan.append((group, None))
+                continue
+            chunks = []
+            for a in range(group.start, group.stop, step):
+                b = min(a + step, group.stop)
+                ra, rb = a - group.start, b - group.start
+                params = {key: value[ra:rb] if isinstance(value, np.ndarray) else value
+                          for key, value in group.params.items()}
+                inputs = [(depth, _rows(index, ra, rb)) for depth, index in group.inputs]
+                so = below = None
+                if self._forest and group.level >= 2:
+                    so = slice(a - first_deep, b - first_deep)
+                    below = [(depth == 1, rows if depth == 1 else _shift(rows, -first_deep))
+                             for depth, rows in inputs if depth >= 1]
+                chunks.append((slice(a, b), params, inputs, so, below))
+            plan.append((group, chunks))
+        if len(self._chunk_plans) >= 8:
+            self._chunk_plans.clear()
+        self._chunk_plans[step] = plan
+        return plan
+
+    def _keep(self, size: int, arena: np.ndarray) -> None:
+        """Keep the memory of this evaluation for the next ones (at most two sizes, _SPARE_BYTES)."""
+        if arena.nbytes > _SPARE_BYTES:
+            return
+        spares = self._spares
+        spares[size] = arena
+        try:
+            while len(spares) > 2 or sum(a.nbytes for a in list(spares.values())) > _SPARE_BYTES:
+                oldest = next(iter(spares))
+                if oldest == size:
+                    break
+                spares.pop(oldest, None)
+        except (RuntimeError, StopIteration):  # changed by another thread meanwhile; nothing to undo
+            pass
+
+    @staticmethod
+    def _gather_sums(where: tuple, own: np.ndarray, sub: np.ndarray, count: int, K: int) -> np.ndarray:
+        """Subtree sums of ``count`` nodes (see ``_sum_rows``) as (count, K) rows."""
+        own_entries, own_positions, deep_entries, deep_rows = where
+        if own_entries is None:  # every node is deep, in entry order
+            return np.take(sub, deep_rows, axis=0)
+        sums = np.zeros((count, K))
+        sums[own_entries] = own[own_positions]
+        sums[deep_entries] = sub[deep_rows]
+        return sums
+
+    def _union_block(self, group: _Group, state: tuple, M: np.ndarray, C: np.ndarray, dynamic_size: bool) -> None:
+        """A union block in one piece: its inputs are gathered and summed per union (np.add.reduceat)."""
+        D, L, G, S = state
+        o = slice(group.start, group.stop)
+        flat, starts, first = group.inputs
+        r = 1.0 / np.take(D, flat, axis=0)
+        lr = np.take(L, flat, axis=0) * r
+        sr = _take(S, flat) * r
+        sums = [np.add.reduceat(a, starts, axis=0) for a in (r, lr, sr)]
+        out = (D[o], L[o], G[o], S[o] if dynamic_size else None, M[o], C[o])
+        _union(*sums, np.take(G, first, axis=0), _take(S, first), out, self._k)
+
+
+_KERNELS = {"project": _project, "select": _select, "aggregate": _aggregate}

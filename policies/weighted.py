@@ -112,7 +112,7 @@ class WeightedQoS:
             starts.append((state.fw, state.fg))
         found = self._improve(problem, given.stream_d, memory, cpu, starts, self.refinements)
         found = self._lift(problem, given.stream_d, memory, cpu, found)
-        outcome = self._outcome(problem, found, given.stream_d)
+        outcome = problem.evaluate(found.fw, found.fg, given.stream_d)  # exact totals, shared nodes once
         reason = f"per-query fractions, {found.facts['binding']} binding"
         return self._decision(problem, found.fw, found.fg, outcome, True, reason, found.facts)
 
@@ -161,12 +161,6 @@ class WeightedQoS:
             options_w[rows, choice], options_g[rows, choice], priced.query_memory[rows, choice],
             priced.query_cpu[rows, choice], priced.qos[rows, choice], {"binding": binding, "window_step": 2 * step_w},
         )
-
-    def _outcome(self, problem: Problem, found: Found, stream_d: np.ndarray | None) -> Outcome:
-        """The chosen setting's estimate; without shared nodes the per-query sums are the exact totals."""
-        if problem.shares_nodes:
-            return problem.evaluate(found.fw, found.fg, stream_d)
-        return Outcome(found.query_memory, found.query_cpu, found.query_memory.sum(), found.query_cpu.sum(), found.qos)
 
     def _uniform(self, problem, stream_d, memory, cpu) -> tuple[float, float] | None:
         """The paper's shared-fraction setting (§4.3), with each step's evaluations batched.

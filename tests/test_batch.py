@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from armd.costmodel import batch as batch_module
 from armd.costmodel.batch import BatchPlan
 from armd.costmodel.evaluate import estimate
 from armd.costmodel.plan import parse_plan
@@ -48,8 +49,12 @@ def assert_close(actual, expected, what: str, rtol: float = RTOL) -> None:
 
 
 def assert_matches_scalar(plan, result) -> None:
-    """BatchResult (1-D) equals estimate(plan) per node, per query and in total."""
-    batch_ids = tuple(plan.nodes)
+    """BatchResult (1-D) equals estimate(plan) per node, per query and in total.
+
+    Node arrays are in ``BatchPlan.node_ids`` order (level by level), which depends on the
+    plan's structure only, so a plan with other values has the same order.
+    """
+    batch_ids = BatchPlan.compile(plan).node_ids
     ref = estimate(plan)
     nodes = [ref.nodes[i] for i in batch_ids]
     assert_close(result.d, [n.out.d for n in nodes], "d")
@@ -253,6 +258,75 @@ def test_trailing_axis_equals_separate_evaluations(doc, seed, k):
             assert_close(np.asarray(getattr(stacked, field))[..., j], getattr(single, field), f"{field}[{j}]", rtol=1e-12)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan_documents(max_depth=3, max_queries=3), st.integers(0, 2**32 - 1), st.integers(1, 4),
+       st.sets(st.sampled_from(["w", "g", "stream_d"]), min_size=1))
+def test_trailing_axis_on_some_overrides_only(doc, seed, k, names):
+    """A trailing axis on any subset of the overrides (the others keep the plan's values)."""
+    batch = BatchPlan.compile(parse_plan(doc))
+    w, g, stream_d = random_overrides(batch, np.random.default_rng(seed), k)
+    given_overrides = {name: value for name, value in (("w", w), ("g", g), ("stream_d", stream_d)) if name in names}
+    stacked = batch.evaluate(**given_overrides)
+    for j in range(k):
+        single = batch.evaluate(**{name: value[:, j] for name, value in given_overrides.items()})
+        for field in ("d", "l", "g", "size", "memory", "cpu", "query_memory", "query_cpu", "total_memory", "total_cpu"):
+            assert_close(np.asarray(getattr(stacked, field))[..., j], getattr(single, field), f"{field}[{j}]", rtol=1e-12)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan_documents(max_depth=4, max_queries=4), st.integers(0, 2**32 - 1), st.sampled_from([None, 1, 3]),
+       st.integers(1, 9))
+def test_evaluation_in_small_chunks_equals_one_piece(doc, seed, k, chunk):
+    """Blocks are evaluated in chunks of _CHUNK elements; chunk boundaries change no result."""
+    plan = parse_plan(doc)
+    batch = BatchPlan.compile(plan)
+    w, g, stream_d = random_overrides(batch, np.random.default_rng(seed), k)
+    whole = batch.evaluate(w=w, g=g, stream_d=stream_d)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch_module, "_CHUNK", chunk)
+        chunked = batch.evaluate(w=w, g=g, stream_d=stream_d)
+        if k is None:
+            assert_matches_scalar(plan, batch.evaluate())
+    for field in ("d", "l", "g", "size", "memory", "cpu", "query_memory", "query_cpu", "total_memory", "total_cpu"):
+        assert np.array_equal(getattr(chunked, field), getattr(whole, field)), field
+
+
+def test_section54_in_chunks_with_both_knobs_varying():
+    """Several chunks per block on the §5.4 shapes, K settings of w and g at once, against re-parsing."""
+    workload = section54(200, seed=4)
+    batch = BatchPlan.compile(parse_plan(workload.doc))
+    bounds = workload.bounds(batch.node_ids)
+    rng = np.random.default_rng(5)
+    k = 3
+    fraction = rng.uniform(0, 1, (len(batch.node_ids), k))
+    w = np.floor(bounds["w_min"][:, None] + fraction * (bounds["w_max"] - bounds["w_min"])[:, None])
+    g = np.full((len(batch.node_ids), k), np.nan)
+    for qos in workload.qos.values():  # one granularity per query and setting (a join needs equal inputs)
+        if qos.granularity:
+            per_setting = np.round(rng.uniform(qos.granularity[1], qos.granularity[0], k))
+            g[[batch.node_ids.index(i) for i in qos.granularity_nodes]] = per_setting
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch_module, "_CHUNK", 50)
+        result = batch.evaluate(w=w, g=g)
+    for j in range(k):
+        changed = copy.deepcopy(workload.doc)
+        nodes = named_nodes(changed)
+        for i in np.flatnonzero(~np.isnan(batch.w)):
+            nodes[batch.node_ids[i]]["w"] = float(w[i, j])
+        for i in np.flatnonzero(~np.isnan(batch.g)):
+            nodes[batch.node_ids[i]]["g"] = float(g[i, j])
+        single = BatchResultColumn(result, j)
+        assert_matches_scalar(parse_plan(changed), single)
+
+
+class BatchResultColumn:
+    """Column j of a BatchResult with a trailing axis, as a 1-D result."""
+
+    def __init__(self, result, j: int) -> None:
+        for field in ("d", "l", "g", "size", "memory", "cpu", "query_memory", "query_cpu", "total_memory", "total_cpu"):
+            setattr(self, field, np.asarray(getattr(result, field))[..., j])
+
+
 # --- targeted branches (independent of what Hypothesis happens to draw) ---------------------------
 
 
@@ -432,6 +506,88 @@ def test_override_validation():
         batch.w[0] = 1.0  # the defaults are read-only
     result = batch.evaluate(stream_d=np.full((3, 2), np.inf))  # all sources empty
     assert np.all(result.total_memory == 0.0) and np.all(result.total_cpu == 0.0)
+
+
+def test_node_order_is_level_by_level_and_arrays_follow_it():
+    """node_ids: every node once, inputs first, depth never decreasing; w, g and the index arrays follow it."""
+    for plan in (parse_plan(json.loads(EXAMPLE.read_text())), parse_plan(section54_workload(60, seed=2))):
+        batch = BatchPlan.compile(plan)
+        assert sorted(batch.node_ids) == sorted(plan.nodes)
+        position = {node_id: i for i, node_id in enumerate(batch.node_ids)}
+        depth: dict[str, int] = {}
+        for node_id in batch.node_ids:
+            node = plan.nodes[node_id]
+            assert all(position[j] < position[node_id] for j in node.inputs)
+            depth[node_id] = 1 + max((depth[j] for j in node.inputs), default=-1)
+        assert [depth[i] for i in batch.node_ids] == sorted(depth.values())
+        assert batch.levels == max(depth.values())
+        for i, node_id in enumerate(batch.node_ids):
+            node = plan.nodes[node_id]
+            time_window = node.op == "window" and node.c is None
+            assert batch.w[i] == node.w if time_window else np.isnan(batch.w[i])
+            assert batch.g[i] == node.g if node.op == "granularity" else np.isnan(batch.g[i])
+        assert np.array_equal(batch.window_index, np.flatnonzero(~np.isnan(batch.w)))
+        assert np.array_equal(batch.granularity_index, np.flatnonzero(~np.isnan(batch.g)))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_results_held_by_the_caller_survive_later_evaluations(shared):
+    """evaluate reuses its memory only once every array of the previous result is gone."""
+    doc = section54_workload(80, seed=6)
+    if shared:  # a node used by two queries: per-query sums by the incidence matrix
+        doc["queries"]["extra"] = {"op": "aggregate", "inputs": [{"ref": "q00000.w1"}]}
+    batch = BatchPlan.compile(parse_plan(doc))
+    n = len(batch.node_ids)
+    w1 = np.where(np.isnan(batch.w), 1.0, batch.w)
+    w2 = np.where(np.isnan(batch.w), 1.0, np.floor(batch.w / 3))
+    first = batch.evaluate(w=np.stack([w1, w2], axis=1))
+    kept = {field: np.array(getattr(first, field)) for field in ("d", "l", "memory", "cpu", "query_memory")}
+    second = batch.evaluate(w=np.stack([w2, w1], axis=1))  # the result held: fresh memory
+    for field, values in kept.items():
+        assert np.array_equal(getattr(first, field), values), field
+    assert np.array_equal(second.l[:, [1, 0]], first.l)
+    del first, second
+    third = batch.evaluate(w=np.stack([w1, w2], axis=1))  # nothing held: the memory of second
+    view = third.l[:, 1]  # a view alone keeps its result alive
+    assert view.shape == (n,)
+    del third
+    fourth = batch.evaluate(w=np.stack([w2, w1], axis=1))
+    assert not np.shares_memory(fourth.l, view)
+    assert np.array_equal(view, kept["l"][:, 1])
+    assert np.array_equal(fourth.l[:, 0], kept["l"][:, 1])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_setting_gives_the_same_numbers_whatever_the_other_settings(shared):
+    """Bit for bit: column j of K settings (in any chunking) equals the evaluation of setting j alone,
+    so a bound computed from one evaluation is met exactly by the same setting in another."""
+    workload = section54(150, seed=8)
+    doc = copy.deepcopy(workload.doc)
+    if shared:
+        doc["queries"]["extra"] = {"op": "aggregate", "inputs": [{"ref": "q00001.w1"}]}
+    batch = BatchPlan.compile(parse_plan(doc))
+    bounds = workload.bounds(batch.node_ids)
+    fraction = np.linspace(0.0, 1.0, 7)
+    w = np.where(np.isnan(bounds["w_min"])[:, None], np.nan,
+                 np.floor(bounds["w_min"][:, None] + fraction * (bounds["w_max"] - bounds["w_min"])[:, None]))
+    g = np.where(np.isnan(bounds["g_fine"])[:, None], np.nan, bounds["g_fine"][:, None] * np.ones(7))
+    fields = ("d", "l", "g", "size", "memory", "cpu", "query_memory", "query_cpu", "total_memory", "total_cpu")
+    for chunk in (batch_module._CHUNK, 40):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(batch_module, "_CHUNK", chunk)
+            stacked = batch.evaluate(w=w, g=g)
+            for j in (0, 3, 6):
+                single = batch.evaluate(w=w[:, j], g=g[:, j])
+                for field in fields:
+                    assert np.array_equal(np.asarray(getattr(stacked, field))[..., j], getattr(single, field)), field
+
+
+def test_memory_is_reused_once_results_are_dropped():
+    batch = BatchPlan.compile(parse_plan(section54_workload(40, seed=7)))
+    address = batch.evaluate().d.__array_interface__["data"][0]
+    again = batch.evaluate().d.__array_interface__["data"][0]
+    if batch_module._UNREFERENCED > 0:  # CPython: exact reference counts
+        assert again == address
 
 
 # --- the §5.4 workload generator -----------------------------------------------------------------
