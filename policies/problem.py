@@ -69,8 +69,8 @@ class Outcome:
     query_cpu: np.ndarray
     total_memory: np.ndarray
     total_cpu: np.ndarray
-    qos: np.ndarray
-    """Per query achieved QoS in [0, 1]."""
+    qos: np.ndarray | None
+    """Per query achieved QoS in [0, 1] (None when not asked for)."""
 
     def fits(self, bounds: Bounds) -> np.ndarray:
         return self.fits_budget(bounds.usable_memory, bounds.usable_cpu)
@@ -233,15 +233,25 @@ class Problem:
         """Achieved QoS per query for the given value arrays; 1 for queries without knobs."""
         return self._qos(w[self.win_idx], g[self.gran_idx], w.shape[1:])
 
-    def evaluate(self, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray | None = None) -> Outcome:
-        """Estimates and achieved QoS for per-query fractions of shape (Q,) or (Q, K)."""
+    def evaluate(
+        self, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray | None = None, with_qos: bool = True
+    ) -> Outcome:
+        """Estimates and achieved QoS for per-query fractions of shape (Q,) or (Q, K).
+
+        ``with_qos=False`` skips scoring the QoS (``Outcome.qos`` is None) when only the estimates matter.
+        """
         fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
         tail = fw.shape[1:]
         window_knobs, granularity_knobs = self._knob_values(fw, fg)
         w, g = self._fill(window_knobs, granularity_knobs, tail, reuse=True)
         result = self.batch.evaluate(w=w, g=g, stream_d=stream_d)
-        qos = self._qos(window_knobs, granularity_knobs, tail)
+        qos = self._qos(window_knobs, granularity_knobs, tail) if with_qos else None
         return Outcome(result.query_memory, result.query_cpu, result.total_memory, result.total_cpu, qos)
+
+    def score(self, fw: np.ndarray, fg: np.ndarray) -> np.ndarray:
+        """Achieved QoS per query for per-query fractions, without estimating anything."""
+        fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
+        return self._qos(*self._knob_values(fw, fg), fw.shape[1:])
 
     def _knob_values(self, fw: np.ndarray, fg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         tail = fw.shape[1:]

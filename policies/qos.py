@@ -75,8 +75,11 @@ def _pair(bounds: object, where: str) -> tuple[float, float]:
 
 def window_values(fraction: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Whole window sizes closest to low + f·(high − low), kept inside [low, high]."""
-    target = low + fraction * (high - low)
-    return np.clip(np.rint(target), np.ceil(low), np.floor(high))
+    values = fraction * (high - low)
+    values += low
+    np.rint(values, out=values)
+    np.maximum(values, np.ceil(low), out=values)
+    return np.minimum(values, np.floor(high), out=values)
 
 
 def window_fractions(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:

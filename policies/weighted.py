@@ -5,10 +5,12 @@ query holds all others down. This policy gives each query its own window
 fraction and granularity fraction and spends the budget where it buys the
 most weighted QoS:
 
-0. *Start safe.* The paper's own shared-fraction setting is found first
-   (with its evaluations batched) and kept as an option, together with the
-   setting in force when it still fits; the result is never worse than
-   either, so it beats the baseline and more budget never lowers QoS.
+0. *Start safe.* The setting in force is kept as an option when it still
+   fits, so more budget never lowers QoS. The option grid also bounds the
+   QoS the paper's uniform setting can reach; when the result falls below
+   that bound, the uniform setting is computed (its evaluations batched)
+   and the search is repeated from it, so the result is never worse than
+   the baseline's.
 1. *Price.* Every query gets a small grid of (window, granularity) options;
    one vectorised evaluation prices all options of all queries (memory and
    CPU per query, and the QoS each achieves after rounding to allowed values).
@@ -41,7 +43,7 @@ from .problem import Outcome, Problem
 
 _PRICE_STEPS = 30
 _LIFT_POINTS = 8
-_SCAN_POINTS = 16
+_SCANS = (16, 16, 4)
 _GRANULARITY_STEPS = 10
 
 
@@ -76,7 +78,7 @@ class WeightedQoS:
     """Window fractions on the first option grid (≥ 2): 0, 1/(n−1), …, 1."""
     granularity_levels: int = 3
     """Granularity fractions on the first option grid (≥ 2)."""
-    refinements: int = 3
+    refinements: int = 2
     """Rounds of local refinement, each halving the step (≥ 0)."""
 
     def __post_init__(self) -> None:
@@ -102,16 +104,20 @@ class WeightedQoS:
         problem, bounds = given.problem, given.bounds
         n = len(problem.queries)
         memory, cpu = bounds.usable_memory, bounds.usable_cpu
-        uniform = self._uniform(problem, given.stream_d, memory, cpu)
-        if uniform is None:
+        starts = [] if state is None else [(state.fw, state.fg)]
+        found = self._improve(problem, given.stream_d, memory, cpu, starts, self.refinements)
+        if found is None:
             lowest = problem.evaluate(np.zeros(n), np.zeros(n), given.stream_d)
             return self._decision(problem, np.zeros(n), np.zeros(n), lowest, False,
                                   infeasible_at_minimum(problem, bounds, lowest), {})
-        starts = [(np.full(n, uniform[0]), np.full(n, uniform[1]))]
-        if state is not None:
-            starts.append((state.fw, state.fg))
-        found = self._improve(problem, given.stream_d, memory, cpu, starts, self.refinements)
         found = self._lift(problem, given.stream_d, memory, cpu, found)
+        if problem.weighted_qos(found.qos) < found.facts["baseline_ceiling"]:
+            # the paper's uniform setting might be better: compute it and start from it too
+            uniform = self._uniform(problem, given.stream_d, memory, cpu)
+            starts.insert(0, (np.full(n, uniform[0]), np.full(n, uniform[1])))
+            found = self._improve(problem, given.stream_d, memory, cpu, starts, self.refinements)
+            found = self._lift(problem, given.stream_d, memory, cpu, found)
+            found.facts["uniform_start"] = True
         outcome = problem.evaluate(found.fw, found.fg, given.stream_d)  # exact totals, shared nodes once
         reason = f"per-query fractions, {found.facts['binding']} binding"
         return self._decision(problem, found.fw, found.fg, outcome, True, reason, found.facts)
@@ -124,12 +130,13 @@ class WeightedQoS:
         cpu: float,
         starts: list[tuple[np.ndarray, np.ndarray]],
         rounds: int,
-    ) -> Found:
+    ) -> Found | None:
         """Knapsack over the option grid and the given starting settings, then local refinement.
 
         The best starting setting that fits is kept as an option throughout,
-        so the result is never worse than it. At least one start must fit
-        (by the sum of per-query estimates).
+        so the result is never worse than it. Returns None when not even the
+        all-minimum setting fits. The facts carry ``baseline_ceiling``, an
+        upper bound of the weighted QoS the paper's uniform setting can reach.
         """
         n = len(problem.queries)
         rows = np.arange(n)
@@ -140,11 +147,13 @@ class WeightedQoS:
         options_w = np.column_stack([*(w for w, _ in starts), np.tile(grid_w.ravel(), (n, 1))])
         options_g = np.column_stack([*(g for _, g in starts), np.tile(grid_g.ravel(), (n, 1))])
         priced = problem.evaluate(options_w, options_g, stream_d)
+        exact_fit = priced.fits_budget(memory, cpu)
+        if not exact_fit[len(starts)]:  # grid column 0 is the all-minimum setting
+            return None
+        ceiling = self._baseline_ceiling(problem, exact_fit[len(starts):])
         value, a, b = weight * priced.qos, priced.query_memory / memory, priced.query_cpu / cpu
-        fitting = [k for k in range(len(starts)) if a[:, k].sum() <= 1.0 and b[:, k].sum() <= 1.0]
-        if not fitting:
-            fitting = [len(starts)]  # grid column 0 is the all-minimum option
-        stay = max(fitting, key=lambda k: value[:, k].sum())
+        fitting = [k for k in range(len(starts) + 1) if a[:, k].sum() <= 1.0 and b[:, k].sum() <= 1.0]
+        stay = max(fitting or [len(starts)], key=lambda k: value[:, k].sum())
         choice, binding = choose(value, a, b, stay=stay)
 
         step_w = 0.5 / (self.window_levels - 1)
@@ -159,38 +168,68 @@ class WeightedQoS:
             step_w, step_g = step_w / 2, step_g / 2
         return Found(
             options_w[rows, choice], options_g[rows, choice], priced.query_memory[rows, choice],
-            priced.query_cpu[rows, choice], priced.qos[rows, choice], {"binding": binding, "window_step": 2 * step_w},
+            priced.query_cpu[rows, choice], priced.qos[rows, choice],
+            {"binding": binding, "window_step": 2 * step_w, "baseline_ceiling": ceiling},
         )
+
+    def _baseline_ceiling(self, problem: Problem, grid_fits: np.ndarray) -> float:
+        """An upper bound of the paper's weighted QoS, read off the priced option grid.
+
+        The paper ends at a window fraction f_w and granularity fraction f_g
+        with (f_w, f_g) fitting. Estimates only grow with either fraction, so
+        (f_w, 0) fits, and (f_g, f_g) fits because f_g ≤ f_w. Hence f_w lies
+        below the first grid window level whose (level, coarsest) option does
+        not fit, and f_g below the first level whose (level, level) option
+        does not; QoS only grows with the fractions, so the QoS at those two
+        levels bounds the paper's.
+        """
+        levels_w = np.linspace(0.0, 1.0, self.window_levels)
+        levels_g = np.linspace(0.0, 1.0, self.granularity_levels)
+        fits = grid_fits.reshape(len(levels_w), len(levels_g))
+        over_w = np.flatnonzero(~fits[:, 0])
+        f_w = levels_w[over_w[0]] if len(over_w) else 1.0
+        f_g = 1.0
+        for i, level in enumerate(levels_w):
+            j = np.flatnonzero(np.isclose(levels_g, level))
+            if len(j) and not fits[i, j[0]]:
+                f_g = level
+                break
+        n = len(problem.queries)
+        return float(problem.weighted_qos(problem.score(np.full(n, f_w), np.full(n, f_g))))
 
     def _uniform(self, problem, stream_d, memory, cpu) -> tuple[float, float] | None:
         """The paper's shared-fraction setting (§4.3), with each step's evaluations batched.
 
         The granularity pass evaluates all (p − j)/p at once and keeps the
         first that fits, as the paper's sequential pass would. The window
-        fraction is then found by scans of 16 evenly spaced points: three
-        scans cover a dyadic grid of 2^12 points between that fraction and 1,
-        which contains every point the paper's bisection (tolerance ≥ 2^−12)
-        can return, so the result is at least the baseline's.
+        fraction is then found by scans of 16, 16 and 4 evenly spaced points,
+        which cover a dyadic grid of 2^10 points between that fraction and 1.
+        That grid contains every point the paper's bisection with a tolerance
+        of at least 2^−10 (< 1e-3) can return, and feasibility is monotone in
+        the fraction, so the result is at least the baseline's.
         """
         n = len(problem.queries)
+
+        def fitting(fw: np.ndarray, fg: np.ndarray) -> np.ndarray:
+            # only the verdicts leave this function, so the evaluator may reuse its buffers
+            return np.flatnonzero(problem.evaluate(fw, fg, stream_d, with_qos=False).fits_budget(memory, cpu))
+
         steps = np.arange(_GRANULARITY_STEPS, -1, -1) / _GRANULARITY_STEPS
         trial = np.tile(steps, (n, 1))
-        priced = problem.evaluate(trial, trial, stream_d)
-        fitting = np.flatnonzero(priced.fits_budget(memory, cpu))
-        if len(fitting) == 0:
+        fits = fitting(trial, trial)
+        if len(fits) == 0:
             return None
-        f_gran = float(steps[fitting[0]])
+        f_gran = float(steps[fits[0]])
         low, high = f_gran, 1.0
-        for _ in range(3):
-            points = np.linspace(low, high, _SCAN_POINTS + 1)[1:]
-            priced = problem.evaluate(np.tile(points, (n, 1)), np.full((n, _SCAN_POINTS), f_gran), stream_d)
-            fitting = np.flatnonzero(priced.fits_budget(memory, cpu))
-            if len(fitting) == 0:
+        for points_per_scan in _SCANS:
+            points = np.linspace(low, high, points_per_scan + 1)[1:]
+            fits = fitting(np.tile(points, (n, 1)), np.full((n, points_per_scan), f_gran))
+            if len(fits) == 0:
                 high = points[0]
             else:
-                top = fitting[-1]
+                top = fits[-1]
                 low = points[top]
-                high = points[top + 1] if top + 1 < _SCAN_POINTS else points[top]
+                high = points[top + 1] if top + 1 < points_per_scan else points[top]
             if low == high:
                 break
         return low, f_gran
@@ -199,7 +238,7 @@ class WeightedQoS:
         """Raise every window fraction by the largest common δ below one grid step that still fits."""
         rows = np.arange(len(found.fw))
         low, high = 0.0, found.facts["window_step"]
-        for _ in range(2):
+        for _ in range(1):
             deltas = np.linspace(low, high, _LIFT_POINTS + 1)[1:]
             trial = np.minimum(found.fw[:, None] + deltas[None, :], 1.0)
             priced = problem.evaluate(trial, np.repeat(found.fg[:, None], _LIFT_POINTS, axis=1), stream_d)
@@ -240,7 +279,7 @@ class WeightedQoS:
             return None
         sub = problem.subproblem(affected)
         found = self._improve(sub, given.stream_d, memory, cpu, [(state.fw[affected], state.fg[affected])], 1)
-        if found.query_memory.sum() > memory or found.query_cpu.sum() > cpu:
+        if found is None or found.query_memory.sum() > memory or found.query_cpu.sum() > cpu:
             return None  # even the all-minimum option does not fit what the other queries leave
         fw, fg = state.fw.copy(), state.fg.copy()
         query_memory, query_cpu, qos = state.query_memory.copy(), state.query_cpu.copy(), state.qos.copy()
