@@ -246,7 +246,12 @@ class Problem:
         w, g = self._fill(window_knobs, granularity_knobs, tail, reuse=True)
         result = self.batch.evaluate(w=w, g=g, stream_d=stream_d)
         qos = self._qos(window_knobs, granularity_knobs, tail) if with_qos else None
-        return Outcome(result.query_memory, result.query_cpu, result.total_memory, result.total_cpu, qos)
+        # Copies: the per-node result arrays are views into a block the evaluator reuses once
+        # nothing refers to it, which saves page faults on every later call.
+        return Outcome(
+            result.query_memory.copy(), result.query_cpu.copy(),
+            np.copy(result.total_memory), np.copy(result.total_cpu), qos,
+        )
 
     def score(self, fw: np.ndarray, fg: np.ndarray) -> np.ndarray:
         """Achieved QoS per query for per-query fractions, without estimating anything."""

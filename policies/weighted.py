@@ -43,6 +43,7 @@ from .problem import Outcome, Problem
 
 _PRICE_STEPS = 30
 _LIFT_POINTS = 8
+"""Window lifts tried in the last scan, δ = 0 included."""
 _SCANS = (16, 16, 4)
 _GRANULARITY_STEPS = 10
 
@@ -110,15 +111,14 @@ class WeightedQoS:
             lowest = problem.evaluate(np.zeros(n), np.zeros(n), given.stream_d)
             return self._decision(problem, np.zeros(n), np.zeros(n), lowest, False,
                                   infeasible_at_minimum(problem, bounds, lowest), {})
-        found = self._lift(problem, given.stream_d, memory, cpu, found)
+        found, outcome = self._lift(problem, given.stream_d, memory, cpu, found)
         if problem.weighted_qos(found.qos) < found.facts["baseline_ceiling"]:
             # the paper's uniform setting might be better: compute it and start from it too
             uniform = self._uniform(problem, given.stream_d, memory, cpu)
             starts.insert(0, (np.full(n, uniform[0]), np.full(n, uniform[1])))
             found = self._improve(problem, given.stream_d, memory, cpu, starts, self.refinements)
-            found = self._lift(problem, given.stream_d, memory, cpu, found)
+            found, outcome = self._lift(problem, given.stream_d, memory, cpu, found)
             found.facts["uniform_start"] = True
-        outcome = problem.evaluate(found.fw, found.fg, given.stream_d)  # exact totals, shared nodes once
         reason = f"per-query fractions, {found.facts['binding']} binding"
         return self._decision(problem, found.fw, found.fg, outcome, True, reason, found.facts)
 
@@ -234,30 +234,26 @@ class WeightedQoS:
                 break
         return low, f_gran
 
-    def _lift(self, problem, stream_d, memory, cpu, found: Found) -> Found:
-        """Raise every window fraction by the largest common δ below one grid step that still fits."""
-        rows = np.arange(len(found.fw))
-        low, high = 0.0, found.facts["window_step"]
-        for _ in range(1):
-            deltas = np.linspace(low, high, _LIFT_POINTS + 1)[1:]
-            trial = np.minimum(found.fw[:, None] + deltas[None, :], 1.0)
-            priced = problem.evaluate(trial, np.repeat(found.fg[:, None], _LIFT_POINTS, axis=1), stream_d)
-            fitting = np.flatnonzero(
-                (priced.query_memory.sum(axis=0) <= memory) & (priced.query_cpu.sum(axis=0) <= cpu)
-            )
-            if len(fitting) == 0:
-                high = deltas[0]
-                continue
-            top = fitting[-1]
-            column = np.full(len(rows), top)
-            found = Found(
-                trial[rows, column], found.fg, priced.query_memory[rows, column], priced.query_cpu[rows, column],
-                priced.qos[rows, column], {**found.facts, "window_lift": float(deltas[top])},
-            )
-            low, high = deltas[top], deltas[top + 1] if top + 1 < _LIFT_POINTS else deltas[top]
-            if low == high:
-                break
-        return found
+    def _lift(self, problem, stream_d, memory, cpu, found: Found) -> tuple[Found, Outcome]:
+        """Raise every window fraction by the largest common δ below one grid step that still fits.
+
+        One batched scan over δ = 0 … one step; δ = 0 always fits, so the
+        exact estimate of the returned setting comes out of the same call.
+        """
+        n = len(found.fw)
+        rows, deltas = np.arange(n), np.linspace(0.0, found.facts["window_step"], _LIFT_POINTS)
+        trial = np.minimum(found.fw[:, None] + deltas[None, :], 1.0)
+        priced = problem.evaluate(trial, np.repeat(found.fg[:, None], _LIFT_POINTS, axis=1), stream_d)
+        by_query = (priced.query_memory.sum(axis=0) <= memory) & (priced.query_cpu.sum(axis=0) <= cpu)
+        fits = by_query & priced.fits_budget(memory, cpu)
+        top = int(np.flatnonzero(fits)[-1]) if fits.any() else 0
+        column = np.full(n, top)
+        lifted = Found(
+            trial[:, top], found.fg, priced.query_memory[rows, column], priced.query_cpu[rows, column],
+            priced.qos[rows, column], {**found.facts, "window_lift": float(deltas[top])},
+        )
+        exact = Outcome(lifted.query_memory, lifted.query_cpu, priced.total_memory[top], priced.total_cpu[top], lifted.qos)
+        return lifted, exact
 
     # --- after a rate change -------------------------------------------------------------------
 
@@ -369,7 +365,7 @@ def _priced_choice(value: np.ndarray, a: np.ndarray, b: np.ndarray, mix: float |
         high *= 16.0
     low = high / 16.0 if high > 1.0 else 0.0  # the last price that did not fit (0 fits never here)
     for _ in range(_PRICE_STEPS):
-        if high - low <= 1e-4 * high:
+        if high - low <= 1e-3 * high:
             break
         middle = (low + high) / 2
         ok, picked = attempt(middle)
@@ -380,7 +376,7 @@ def _priced_choice(value: np.ndarray, a: np.ndarray, b: np.ndarray, mix: float |
     return high_pick
 
 
-def _fill(value: np.ndarray, a: np.ndarray, b: np.ndarray, picked: np.ndarray, rounds: int = 4) -> np.ndarray:
+def _fill(value: np.ndarray, a: np.ndarray, b: np.ndarray, picked: np.ndarray, rounds: int = 2) -> np.ndarray:
     """Spend leftover budget on single-row upgrades with the most value per unit of budget."""
     rows = np.arange(len(value))
     picked = picked.copy()

@@ -7,7 +7,6 @@ Every bad plan must raise ``PlanError`` with a message that names the place
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
 import pytest
