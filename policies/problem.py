@@ -86,7 +86,6 @@ class Problem:
         unknown = set(qos) - set(plan.queries)
         if unknown:
             raise QoSError(f"QoS declared for unknown quer{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}")
-        self.plan = plan
         self.qos_specs = dict(qos)
         self.batch = batch or BatchPlan.compile(plan)
         self.queries: tuple[str, ...] = tuple(self.batch.query_names)
@@ -109,7 +108,6 @@ class Problem:
         self.shares_nodes = any(count > 1 and plan.nodes[n].op != "source" for n, count in users.items())
         """True when some operator (other than a source) serves several queries."""
         self._readers = {stream: np.array(sorted(qs), dtype=np.intp) for stream, qs in readers.items()}
-        self._subproblems: dict[tuple[int, ...], Problem] = {}
         for qi, query in enumerate(self.queries):
             spec = qos.get(query)
             if spec is None:
@@ -158,8 +156,12 @@ class Problem:
         self.gran_idx = np.array(gran_idx, dtype=np.intp)
         self.gran_query = np.array(gran_query, dtype=np.intp)
         self.g_coarse, self.g_fine = g_coarse, g_fine
-        self.has_granularity = ~np.isnan(g_coarse)
+        self._derive()
+
+    def _derive(self) -> None:
+        """Everything that follows from the knob arrays (shared by ``__init__`` and ``subproblem``)."""
         n_queries = len(self.queries)
+        self.has_granularity = ~np.isnan(self.g_coarse)
         self.window_knobs = np.bincount(self.win_query, minlength=n_queries).astype(float)
         self.knobs = self.window_knobs + self.has_granularity
         self.adjustable = self.knobs > 0
@@ -171,6 +173,12 @@ class Problem:
         self._gran_first = np.unique(self.gran_query, return_index=True)[1]
         """Position (in the granularity knobs) of each query's first granularity node."""
         self._buffers: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._subproblems: dict[tuple[int, ...], Problem] = {}
+
+    @property
+    def plan(self) -> PlanSet:
+        """The plan set (built on first use for a sub-problem)."""
+        return self.batch.plan
 
     def queries_reading(self, streams: frozenset[str]) -> np.ndarray:
         """Indices of the queries that read any of ``streams``."""
@@ -178,22 +186,37 @@ class Problem:
         return np.unique(np.concatenate(parts)) if parts else np.array([], dtype=np.intp)
 
     def subproblem(self, query_indices: np.ndarray) -> Problem:
-        """The same problem restricted to some queries (same streams, so ``stream_d`` carries over); cached."""
+        """The same problem restricted to some queries (indices, ascending); cached.
+
+        It is sliced out of this problem's arrays and compiled plan without
+        re-reading the plan, so it is cheap enough for every re-decision. Its
+        streams are this problem's streams, so ``stream_d`` carries over.
+        """
         key = tuple(int(i) for i in query_indices)
         if key in self._subproblems:
             return self._subproblems[key]
-        names = [self.queries[i] for i in query_indices]
-        keep: set[str] = set()
-        for name in names:
-            keep.update(self.plan.query_nodes(name))
-        plan = PlanSet(
-            self.plan.streams,
-            self.plan.constants,
-            {node_id: node for node_id, node in self.plan.nodes.items() if node_id in keep},
-            {name: self.plan.queries[name] for name in names},
-            self.plan.granularities,
-        )
-        sub = Problem(plan, {name: self.qos_specs[name] for name in names if name in self.qos_specs})
+        keep = np.asarray(key, dtype=np.intp)
+        batch = self.batch.subset(keep)
+        sub = object.__new__(Problem)
+        sub.batch = batch
+        sub.queries = tuple(batch.query_names)
+        sub.qos_specs = {q: self.qos_specs[q] for q in sub.queries if q in self.qos_specs}
+        sub.weights = self.weights[keep]
+        sub.shares_nodes = self.shares_nodes
+        query_rank = np.full(len(self.queries), -1, dtype=np.intp)
+        query_rank[keep] = np.arange(len(keep))
+        node_rank = np.full(len(self.batch.node_ids), -1, dtype=np.intp)
+        node_rank[batch.parent_positions] = np.arange(len(batch.parent_positions))
+        windows = query_rank[self.win_query] >= 0
+        sub.win_idx = node_rank[self.win_idx[windows]]
+        sub.win_query = query_rank[self.win_query[windows]]
+        sub.win_low, sub.win_high = self.win_low[windows], self.win_high[windows]
+        granularities = query_rank[self.gran_query] >= 0
+        sub.gran_idx = node_rank[self.gran_idx[granularities]]
+        sub.gran_query = query_rank[self.gran_query[granularities]]
+        sub.g_coarse, sub.g_fine = self.g_coarse[keep], self.g_fine[keep]
+        sub._readers = {}
+        sub._derive()
         self._subproblems[key] = sub
         return sub
 

@@ -42,6 +42,9 @@ from .base import Decision, PolicyInput, infeasible_at_minimum
 from .problem import Outcome, Problem
 
 _PRICE_STEPS = 30
+_SAFE = 1.0 - 1e-9
+"""Budgets for sums of per-query estimates are shaved by a relative 1e-9, so that a different
+summation order of the exact total can never tip a chosen setting over a bound."""
 _LIFT_POINTS = 8
 """Window lifts tried in the last scan, δ = 0 included."""
 _SCANS = (16, 16, 4)
@@ -151,9 +154,9 @@ class WeightedQoS:
         if not exact_fit[len(starts)]:  # grid column 0 is the all-minimum setting
             return None
         ceiling = self._baseline_ceiling(problem, exact_fit[len(starts):])
-        value, a, b = weight * priced.qos, priced.query_memory / memory, priced.query_cpu / cpu
-        fitting = [k for k in range(len(starts) + 1) if a[:, k].sum() <= 1.0 and b[:, k].sum() <= 1.0]
-        stay = max(fitting or [len(starts)], key=lambda k: value[:, k].sum())
+        value, a, b = weight * priced.qos, priced.query_memory / (memory * _SAFE), priced.query_cpu / (cpu * _SAFE)
+        fitting = [k for k in range(len(starts) + 1) if exact_fit[k]]  # starts were found by exact totals
+        stay = max(fitting, key=lambda k: value[:, k].sum())
         choice, binding = choose(value, a, b, stay=stay)
 
         step_w = 0.5 / (self.window_levels - 1)
@@ -163,7 +166,7 @@ class WeightedQoS:
             options_w = np.clip(np.stack([fw, fw - step_w, fw + step_w, fw, fw], axis=1), 0.0, 1.0)
             options_g = np.clip(np.stack([fg, fg, fg, fg - step_g, fg + step_g], axis=1), 0.0, 1.0)
             priced = problem.evaluate(options_w, options_g, stream_d)
-            value, a, b = weight * priced.qos, priced.query_memory / memory, priced.query_cpu / cpu
+            value, a, b = weight * priced.qos, priced.query_memory / (memory * _SAFE), priced.query_cpu / (cpu * _SAFE)
             choice, binding = choose(value, a, b, stay=0)
             step_w, step_g = step_w / 2, step_g / 2
         return Found(
@@ -244,7 +247,7 @@ class WeightedQoS:
         rows, deltas = np.arange(n), np.linspace(0.0, found.facts["window_step"], _LIFT_POINTS)
         trial = np.minimum(found.fw[:, None] + deltas[None, :], 1.0)
         priced = problem.evaluate(trial, np.repeat(found.fg[:, None], _LIFT_POINTS, axis=1), stream_d)
-        by_query = (priced.query_memory.sum(axis=0) <= memory) & (priced.query_cpu.sum(axis=0) <= cpu)
+        by_query = (priced.query_memory.sum(axis=0) <= memory * _SAFE) & (priced.query_cpu.sum(axis=0) <= cpu * _SAFE)
         fits = by_query & priced.fits_budget(memory, cpu)
         top = int(np.flatnonzero(fits)[-1]) if fits.any() else 0
         column = np.full(n, top)

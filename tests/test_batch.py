@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from armd.costmodel import batch as batch_module
 from armd.costmodel.batch import BatchPlan
 from armd.costmodel.evaluate import estimate
-from armd.costmodel.plan import parse_plan
+from armd.costmodel.plan import PlanSet, parse_plan
 from armd.costmodel.workload import PLAN_TYPES, section54, section54_workload
 
 pytestmark = pytest.mark.filterwarnings("error")  # a numpy RuntimeWarning (0/0, ∞−∞, …) fails the test
@@ -588,6 +588,242 @@ def test_memory_is_reused_once_results_are_dropped():
     again = batch.evaluate().d.__array_interface__["data"][0]
     if batch_module._UNREFERENCED > 0:  # CPython: exact reference counts
         assert again == address
+
+
+# --- subsets of a compiled plan -------------------------------------------------------------------
+
+NODE_FIELDS = ("d", "l", "g", "size", "memory", "cpu")
+SUM_FIELDS = ("query_memory", "query_cpu", "total_memory", "total_cpu")
+
+
+def restricted_plan(plan: PlanSet, names: list[str]) -> PlanSet:
+    """The PlanSet of some queries and the nodes they reach: same streams and constants, nodes in plan order."""
+    keep = set().union(*(plan.query_nodes(q) for q in names))
+    return PlanSet(
+        plan.streams,
+        plan.constants,
+        {node_id: node for node_id, node in plan.nodes.items() if node_id in keep},
+        {q: plan.queries[q] for q in names},
+        {node_id: g for node_id, g in plan.granularities.items() if node_id in keep},
+    )
+
+
+def assert_subset_equals_compiled(batch: BatchPlan, chosen, w=None, g=None, stream_d=None, exact_sums=False):
+    """batch.subset(chosen) against BatchPlan.compile of the restricted plan, and against batch itself.
+
+    Overrides are given in batch's node order (and for all of its streams). Per-node results must be
+    equal bit for bit; per-query sums and totals too with ``exact_sums``, else to 1e-12 relative.
+    """
+    sub = batch.subset(np.asarray(chosen, dtype=np.intp))
+    names = [batch.query_names[i] for i in chosen]
+    expected_plan = restricted_plan(batch.plan, names)
+    ref = BatchPlan.compile(expected_plan)
+
+    # the public attributes of a compiled plan, for the kept nodes and queries
+    assert sub.query_names == tuple(names) == ref.query_names
+    assert sub.stream_names == batch.stream_names == ref.stream_names
+    assert np.array_equal(sub.stream_d, batch.stream_d)
+    positions = sub.parent_positions
+    assert positions.dtype == np.intp and np.all(np.diff(positions) > 0)
+    assert sub.node_ids == tuple(batch.node_ids[p] for p in positions)
+    assert sorted(sub.node_ids) == sorted(ref.node_ids)
+    at = {node_id: i for i, node_id in enumerate(ref.node_ids)}
+    perm = np.array([at[node_id] for node_id in sub.node_ids], dtype=np.intp)  # ref position of each node
+    assert np.array_equal(sub.w, ref.w[perm], equal_nan=True) and np.array_equal(sub.g, ref.g[perm], equal_nan=True)
+    assert np.array_equal(sub.window_index, np.flatnonzero(~np.isnan(sub.w)))
+    assert np.array_equal(sub.granularity_index, np.flatnonzero(~np.isnan(sub.g)))
+    assert sub.levels == ref.levels
+    assert sub.plan == expected_plan and list(sub.plan.nodes) == list(expected_plan.nodes)
+    with pytest.raises(ValueError):
+        sub.w[0] = 1.0  # read-only, like a compiled plan's
+    # the same evaluation choices as a compilation (sums by subtree or incidence, static sizes or not)
+    assert sub._forest == ref._forest
+    assert (sub._static_size is None) == (ref._static_size is None)
+
+    def for_sub(x):
+        return None if x is None else np.asarray(x)[positions]
+
+    def for_ref(x):
+        if x is None:
+            return None
+        out = np.empty((len(ref.node_ids),) + np.shape(x)[1:])
+        out[perm] = np.asarray(x)[positions]
+        return out
+
+    got = sub.evaluate(w=for_sub(w), g=for_sub(g), stream_d=stream_d)
+    want = ref.evaluate(w=for_ref(w), g=for_ref(g), stream_d=stream_d)
+    whole = batch.evaluate(w=w, g=g, stream_d=stream_d)
+    for field in NODE_FIELDS:
+        assert np.array_equal(getattr(got, field), getattr(want, field)[perm]), field
+        assert np.array_equal(getattr(got, field), getattr(whole, field)[positions]), field
+    for field in SUM_FIELDS:
+        if exact_sums:
+            assert np.array_equal(getattr(got, field), getattr(want, field)), field
+        else:
+            assert_close(getattr(got, field), getattr(want, field), field, rtol=1e-12)
+    for field in ("query_memory", "query_cpu"):
+        assert_close(getattr(got, field), getattr(whole, field)[chosen], field, rtol=1e-12)
+    return sub, got
+
+
+def readers_of(plan: PlanSet, query_names, stream: str) -> np.ndarray:
+    """Indices (into query_names) of the queries that read a stream."""
+    return np.array([i for i, q in enumerate(query_names)
+                     if any(plan.nodes[n].stream == stream for n in plan.query_nodes(q))], dtype=np.intp)
+
+
+def test_subset_equals_compiling_the_restricted_plan_on_section54():
+    """Bit for bit on the §5.4 shapes: the queries of one stream and random subsets, with overrides of
+    w, g and stream_d, without and with a trailing axis."""
+    workload = section54(600, seed=3)
+    batch = BatchPlan.compile(parse_plan(workload.doc))
+    rng = np.random.default_rng(12)
+    q = len(batch.query_names)
+    subsets = [
+        readers_of(batch.plan, batch.query_names, "S07"),
+        np.array([0]), np.array([q - 1]), np.arange(q),
+        np.sort(rng.choice(q, 30, replace=False)), np.sort(rng.choice(q, 400, replace=False)),
+    ]
+    assert 10 < len(subsets[0]) < 100
+    for chosen in subsets:
+        assert_subset_equals_compiled(batch, chosen, exact_sums=True)
+        for k in (None, 3):
+            w, g, stream_d = random_overrides(batch, rng, k)
+            sub, got = assert_subset_equals_compiled(batch, chosen, w, g, stream_d, exact_sums=True)
+            assert_subset_equals_compiled(batch, chosen, w=w, exact_sums=True)
+            assert_subset_equals_compiled(batch, chosen, stream_d=stream_d, exact_sums=True)
+            # the total is over the kept nodes only, each once
+            assert np.array_equal(got.total_memory, got.memory.sum(axis=0)) or np.allclose(
+                got.total_memory, got.memory.sum(axis=0), rtol=1e-12, atol=0)
+            if k is not None:  # column j of K settings is setting j alone
+                single = sub.evaluate(w=w[sub.parent_positions, 1], g=g[sub.parent_positions, 1],
+                                      stream_d=stream_d[:, 1])
+                for field in NODE_FIELDS + SUM_FIELDS:
+                    assert np.array_equal(np.asarray(getattr(got, field))[..., 1], getattr(single, field)), field
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan_documents(max_depth=4, max_queries=5), st.integers(0, 2**32 - 1), st.sampled_from([None, 1, 3]))
+def test_subset_equals_compiling_the_restricted_plan_on_random_plans(doc, seed, k):
+    """Shared nodes, unions, tuple windows, both join kinds: per-node results bit for bit, sums to 1e-12."""
+    batch = BatchPlan.compile(parse_plan(doc))
+    rng = np.random.default_rng(seed)
+    q = len(batch.query_names)
+    chosen = np.sort(rng.choice(q, int(rng.integers(1, q + 1)), replace=False))
+    assert_subset_equals_compiled(batch, chosen)
+    w, g, stream_d = random_overrides(batch, rng, k)
+    sub, _ = assert_subset_equals_compiled(batch, chosen, w, g, stream_d)
+    # a subset of the subset is the subset of the parent
+    inner = np.sort(rng.choice(len(chosen), int(rng.integers(1, len(chosen) + 1)), replace=False))
+    nested = sub.subset(inner)
+    direct = batch.subset(chosen[inner])
+    assert nested.node_ids == direct.node_ids and nested.query_names == direct.query_names
+    assert np.array_equal(sub.parent_positions[nested.parent_positions], direct.parent_positions)
+    a = nested.evaluate(w=w[direct.parent_positions], g=g[direct.parent_positions], stream_d=stream_d)
+    b = direct.evaluate(w=w[direct.parent_positions], g=g[direct.parent_positions], stream_d=stream_d)
+    for field in NODE_FIELDS + SUM_FIELDS:
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_subset_with_and_without_a_shared_node(shared):
+    """A node used by two queries: subsets with both, one or the other (incidence or subtree sums)."""
+    doc = section54_workload(40, seed=6)
+    if shared:
+        doc["queries"]["extra"] = {"op": "aggregate", "inputs": [{"ref": "q00003.w1"}]}
+    # a query whose root feeds another query (a forest still, but not every top is a root)
+    doc["queries"]["root_fed"] = {"op": "select", "sel": 0.5, "inputs": [{"ref": doc["queries"]["q00005"]["id"]}]}
+    batch = BatchPlan.compile(parse_plan(doc))
+    names = batch.query_names
+    rng = np.random.default_rng(2)
+    w, g, stream_d = random_overrides(batch, rng, 2)
+    for picked in (["q00003"], ["q00003", "q00004"], ["q00001", "q00005"], ["root_fed"], ["q00005", "root_fed"],
+                   list(names[-2:]), list(names)):
+        chosen = np.array(sorted(names.index(p) for p in picked))
+        assert_subset_equals_compiled(batch, chosen, w, g, stream_d)
+        assert_subset_equals_compiled(batch, chosen)
+
+
+def test_subset_of_the_example_plan():
+    """Refs, a tuple window, groups, buckets and a union, query by query and in pairs."""
+    batch = BatchPlan.compile(parse_plan(json.loads(EXAMPLE.read_text())))
+    rng = np.random.default_rng(4)
+    q = len(batch.query_names)
+    for chosen in [[i] for i in range(q)] + [[i, j] for i in range(q) for j in range(i + 1, q)]:
+        assert_subset_equals_compiled(batch, np.array(chosen))
+        assert_subset_equals_compiled(batch, np.array(chosen), *random_overrides(batch, rng, 2))
+
+
+def test_subset_in_small_chunks_equals_one_piece():
+    workload = section54(120, seed=1)
+    batch = BatchPlan.compile(parse_plan(workload.doc))
+    sub = batch.subset(readers_of(batch.plan, batch.query_names, "S02"))
+    w, g, stream_d = random_overrides(sub, np.random.default_rng(3), 4)
+    whole = sub.evaluate(w=w, g=g, stream_d=stream_d)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch_module, "_CHUNK", 3)
+        chunked = sub.evaluate(w=w, g=g, stream_d=stream_d)
+    for field in NODE_FIELDS + SUM_FIELDS:
+        assert np.array_equal(getattr(chunked, field), getattr(whole, field)), field
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_subset_and_parent_never_overwrite_each_others_results(shared):
+    """Each has its own evaluation memory: a held result of one survives evaluations of the other."""
+    doc = section54_workload(60, seed=6)
+    if shared:
+        doc["queries"]["extra"] = {"op": "aggregate", "inputs": [{"ref": "q00000.w1"}]}
+    batch = BatchPlan.compile(parse_plan(doc))
+    sub = batch.subset(np.arange(0, len(batch.query_names), 2))
+    positions = sub.parent_positions
+    w1 = np.where(np.isnan(batch.w), 1.0, batch.w)
+    w2 = np.where(np.isnan(batch.w), 1.0, np.floor(batch.w / 3))
+    for first, second in ((batch, sub), (sub, batch)):
+        def run(plan, w):
+            return plan.evaluate(w=w if plan is batch else w[positions])
+        held = run(first, w1)
+        kept = {field: np.array(getattr(held, field)) for field in NODE_FIELDS + SUM_FIELDS}
+        del held
+        held = run(first, w1)  # in the memory of the dropped result, if it is reused
+        other = run(second, w2)
+        other_again = run(second, w1)
+        for field, values in kept.items():
+            assert np.array_equal(getattr(held, field), values), field
+        for field in NODE_FIELDS:
+            assert not np.shares_memory(getattr(held, field), getattr(other, field))
+            assert not np.shares_memory(getattr(held, field), getattr(other_again, field))
+    # both keep reusing their own memory once results are dropped
+    for plan in (batch, sub):
+        address = plan.evaluate().d.__array_interface__["data"][0]
+        again = plan.evaluate().d.__array_interface__["data"][0]
+        if batch_module._UNREFERENCED > 0:
+            assert again == address
+
+
+def test_subset_arguments_and_edge_cases():
+    batch = BatchPlan.compile(parse_plan(section54_workload(30, seed=2)))
+    q = len(batch.query_names)
+    for bad in (np.array([3, 3]), np.array([5, 1, 5]), np.array([q]), np.array([-1]), np.array([0.0, 1.0]),
+                np.array([[0, 1]]), np.array([True, False])):
+        with pytest.raises(ValueError):
+            batch.subset(bad)
+    # distinct indices in another order: queries (and their sums) in that order, the nodes in batch's order
+    sub = batch.subset(np.array([7, 2, 11]))
+    assert sub.query_names == tuple(batch.query_names[i] for i in (7, 2, 11))
+    assert np.all(np.diff(sub.parent_positions) > 0)
+    whole, part = batch.evaluate(), sub.evaluate()
+    assert np.array_equal(part.query_memory, whole.query_memory[[7, 2, 11]])
+    assert part.total_memory == pytest.approx(whole.query_memory[[7, 2, 11]].sum(), rel=1e-12)
+    assert sub.subset([0]).query_names == (batch.query_names[7],)  # a list will do
+    # no query: nothing to evaluate, totals 0, every stream still there
+    empty = batch.subset(np.array([], dtype=np.intp))
+    assert empty.node_ids == () and empty.query_names == () and empty.stream_names == batch.stream_names
+    result = empty.evaluate(stream_d=batch.stream_d * 2)
+    assert result.d.shape == (0,) and result.query_memory.shape == (0,)
+    assert result.total_memory == 0.0 and result.total_cpu == 0.0
+    assert np.array_equal(empty.evaluate(stream_d=np.ones((len(batch.stream_names), 3))).total_cpu, np.zeros(3))
+    # a compiled plan is its own parent
+    assert batch.parent_positions is None
 
 
 # --- the §5.4 workload generator -----------------------------------------------------------------
