@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Everything that touches the outside world (Spark, the SQL store, alert hooks); not built yet."""

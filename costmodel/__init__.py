@@ -1,1 +1,6 @@
-"""placeholder"""
+"""The cost model of paper 001: stream characteristics, operator formulas and plan evaluation.
+
+Pure: numpy and scipy only, no clock, no IO. ``plan.parse_plan`` validates a
+plan document, ``evaluate.estimate`` is the readable scalar evaluator and
+``batch.BatchPlan`` the vectorised one the policies use.
+"""

@@ -1,1 +1,1 @@
-"""placeholder"""
+"""The armd command line and, later, the long-running control loop."""
