@@ -324,18 +324,16 @@ def choose(value: np.ndarray, a: np.ndarray, b: np.ndarray, stay: int | None = N
     over_a, over_b = a[rows, free].sum() > 1.0, b[rows, free].sum() > 1.0
     if not (over_a or over_b):
         return free, "none"
+    # price the budgets that are over first; if no price level fits both that way, mix the prices
     if over_a and over_b:
         mixes = ((None, "memory and cpu"), (0.0, "memory"), (1.0, "cpu"))
     else:
-        mixes = ((0.0, "memory"),) if over_a else ((1.0, "cpu"),)
+        mixes = (((0.0, "memory"),) if over_a else ((1.0, "cpu"),)) + ((None, "memory and cpu"),)
     for mix, label in mixes:
         picked = _priced_choice(value, a, b, mix)
         if picked is not None:
             candidates.append((_fill(value, a, b, picked), label))
-    if len(candidates) == (stay is not None):  # one budget alone was priced and the other broke: price both
-        picked = _priced_choice(value, a, b, None)
-        if picked is not None:
-            candidates.append((_fill(value, a, b, picked), "memory and cpu"))
+            break
     if not candidates:
         raise ValueError("no option per row fits both budgets and no known-fitting option was given")
     best, label = max(candidates, key=lambda item: value[rows, item[0]].sum())
