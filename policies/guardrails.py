@@ -60,9 +60,6 @@ class Guarded:
     forced: tuple[str, ...]
     """Queries whose reduction went through despite a guardrail, to keep the bounds."""
 
-    def changed(self, running: Running) -> np.ndarray:
-        return (self.fw != running.fw) | (self.fg != running.fg)
-
 
 def guard(
     problem: Problem,

@@ -329,15 +329,6 @@ class Problem:
             return np.ones(qos.shape[1:]) if qos.ndim > 1 else np.float64(1.0)
         return np.tensordot(weights, qos, axes=(0, 0)) / total
 
-    def settings(self, w: np.ndarray, g: np.ndarray) -> dict[str, dict[str, float]]:
-        """Per query the chosen value of each knob node: {query: {node_id: value}}."""
-        chosen: dict[str, dict[str, float]] = {q: {} for q in self.queries}
-        for idx, qi in zip(self.win_idx, self.win_query):
-            chosen[self.queries[qi]][self.batch.node_ids[idx]] = float(w[idx])
-        for idx, qi in zip(self.gran_idx, self.gran_query):
-            chosen[self.queries[qi]][self.batch.node_ids[idx]] = float(g[idx])
-        return chosen
-
     @staticmethod
     def _column(values: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
         return values.reshape(-1, *([1] * len(tail)))
