@@ -1,0 +1,388 @@
+"""The configuration file: defaults, validation messages, interpolation and secrets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from armd.daemon.config import (
+    AlertHook,
+    Burst,
+    Config,
+    ConfigError,
+    ModelConfig,
+    RateStep,
+    ScheduleConfig,
+    SourceConfig,
+    SparkConfig,
+    StoreConfig,
+    TriggerConfig,
+    load_config,
+)
+from armd.policies.guardrails import Guardrails
+from armd.policies.problem import Bounds, Problem
+from armd.policies.qos import QueryQoS
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "config" / "armd.toml"
+
+MINIMAL = """
+[bounds]
+memory_bytes = 1e6
+cpu = 100
+
+[plan.streams.clicks]
+rate = 0.05
+size = 64
+
+[plan.queries.per_second]
+op = "aggregate"
+groups = 20
+inputs = [ { op = "granularity", g = 1000, inputs = [
+    { op = "window", id = "clicks_10s", w = 10000, inputs = [ { op = "source", stream = "clicks" } ] } ] } ]
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "armd.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_the_example_configuration_loads():
+    config = load_config(EXAMPLE, environ={})
+    assert config.path == EXAMPLE
+    assert config.store.url == "sqlite:///armd.db"
+    assert set(config.plan.queries) == {"clicks_per_view", "clicks_per_second", "big_orders"}
+    assert config.plan_doc == json.loads((ROOT / "config" / "plans" / "example.json").read_text())
+    assert set(config.qos) == {"clicks_per_view", "clicks_per_second"}
+    assert config.qos["clicks_per_view"].windows == {"clicks_10s": (1000.0, 20000.0)}
+    assert set(config.source.streams) == {"clicks", "views", "orders"}
+    assert config.source.streams["clicks"].bursts == (Burst(20.0, 15.0, 4.0),)
+    assert config.source.streams["views"].rate_per_second == pytest.approx(25.0)  # plan d = 40 ms
+    assert config.alerts == (AlertHook("log"),)
+    assert config.secrets == frozenset()
+
+
+def test_the_example_burst_forces_the_policy_to_cut_settings():
+    config = load_config(EXAMPLE, environ={})
+    problem = Problem(config.plan, config.qos)
+    names = problem.batch.stream_names
+    plan_d = np.array([config.plan.streams[s].d for s in names])
+    clicks = config.source.streams["clicks"]
+    burst_d = np.where(np.array(names) == "clicks", plan_d / clicks.bursts[0].factor, plan_d)
+    n = len(problem.queries)
+
+    def fits(fraction: float, stream_d: np.ndarray) -> tuple[bool, bool]:
+        outcome = problem.evaluate(np.full(n, fraction), np.full(n, fraction), stream_d)
+        b = config.bounds
+        return bool(outcome.total_memory <= b.usable_memory), bool(outcome.total_cpu <= b.usable_cpu)
+
+    assert fits(1.0, plan_d) == (True, True)
+    assert fits(1.0, burst_d) == (False, False)
+    assert fits(0.0, burst_d) == (True, True)
+
+
+def test_a_minimal_configuration_takes_every_default(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL), environ={})
+    assert config.store == StoreConfig("sqlite:///armd.db", 7.0, 5, 0.5)
+    assert config.model == ModelConfig(0.001, "paper")
+    assert config.spark == SparkConfig("local[2]", "armd", {})
+    assert config.bounds == Bounds(1e6, 100.0, 0.1)
+    assert (config.policy.name, dict(config.policy.params)) == ("weighted-qos", {})
+    assert config.guardrails == Guardrails(cooldown=30.0, hysteresis=0.02, max_step=0.5, dry_run=False)
+    assert config.triggers == TriggerConfig(0.3, 0.2)
+    assert config.schedule == ScheduleConfig(1.0, 30.0, 1.0, 300.0)
+    assert (config.source.kind, config.source.seed) == ("synthetic", 42)
+    stream = config.source.streams["clicks"]
+    assert (stream.rate_per_second, stream.steps, stream.bursts, stream.keys) == (pytest.approx(50.0), (), (), 1)
+    assert config.alerts == ()
+    assert config.qos == {}
+    assert list(config.plan.queries) == ["per_second"]
+
+
+def test_every_section_is_read(tmp_path):
+    text = (
+        MINIMAL
+        + """
+[store]
+url = "postgresql+psycopg://armd:pw@db.example/armd"
+retention_days = 2.5
+connect_retries = 0
+connect_backoff_seconds = 1
+
+[model]
+time_unit_seconds = 1
+
+[spark]
+master = "spark://head:7077"
+[spark.conf]
+spark.sql.shuffle.partitions = 4
+"spark.ui.enabled" = false
+
+[policy]
+name = "paper-bisection"
+params = { steps = 20 }
+
+[guardrails]
+cooldown_seconds = 0
+dry_run = true
+
+[source]
+seed = 7
+[source.streams.clicks]
+rate_per_second = 10
+steps = [ { at_seconds = 0, rate_per_second = 5 }, { at_seconds = 60, rate_per_second = 20 } ]
+keys = 100
+
+[[alerts]]
+kind = "webhook"
+url = "https://hooks.example/armd"
+retries = 0
+[[alerts]]
+kind = "command"
+argv = ["page", "--team", "streams"]
+timeout_seconds = 10
+
+[queries.per_second]
+weight = 3
+granularity = [8000, 1000]
+"""
+    )
+    config = load_config(write(tmp_path, text), environ={})
+    assert config.store == StoreConfig("postgresql+psycopg://armd:pw@db.example/armd", 2.5, 0, 1.0)
+    assert config.spark.conf == {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}
+    assert (config.policy.name, dict(config.policy.params)) == ("paper-bisection", {"steps": 20})
+    assert config.guardrails.dry_run and config.guardrails.cooldown == 0
+    assert config.source == SourceConfig("synthetic", 7, {"clicks": config.source.streams["clicks"]})
+    assert config.source.streams["clicks"].steps == (RateStep(0.0, 5.0), RateStep(60.0, 20.0))
+    assert config.source.streams["clicks"].keys == 100
+    assert config.alerts == (
+        AlertHook("webhook", url="https://hooks.example/armd", retries=0),
+        AlertHook("command", argv=("page", "--team", "streams"), timeout_seconds=10.0),
+    )
+    assert config.qos == {"per_second": QueryQoS(granularity=(8000.0, 1000.0), weight=3.0)}
+    assert config.secrets == {"pw"}
+
+
+# (id, text appended to MINIMAL or (old, new) replaced in it, key path, words naming what is allowed)
+MISTAKES = [
+    ("unknown section", "[storage]\nurl = 'x'", "storage", "allowed sections: store, model"),
+    ("unknown key", "[store]\nurll = 'x'", "store.urll", "allowed keys of [store]: url, retention_days"),
+    ("wrong type", "[store]\nretention_days = 'seven'", "store.retention_days", "expected a number > 0, got 'seven'"),
+    ("negative bound", ("memory_bytes = 1e6", "memory_bytes = -1"), "bounds.memory_bytes", "expected a number > 0"),
+    ("missing bound", ("cpu = 100", ""), "bounds.cpu", "missing; expected a number > 0"),
+    ("reserve ≥ 1", ("cpu = 100", "cpu = 100\nreserve = 1"), "bounds.reserve", "in [0, 1)"),
+    ("unknown policy", "[policy]\nname = 'greedy'", "policy.name", "available: paper-bisection, weighted-qos"),
+    (
+        "unknown policy parameter",
+        "[policy]\nparams = { levels = 3 }",
+        "policy.params",
+        "its parameters: window_levels, granularity_levels, refinements",
+    ),
+    ("hysteresis out of range", "[guardrails]\nhysteresis = 1.5", "guardrails.hysteresis", "in [0, 1)"),
+    ("max_step 0", "[guardrails]\nmax_step = 0", "guardrails.max_step", "in (0, 1]"),
+    ("alpha 0", "[triggers]\nalpha = 0", "triggers.alpha", "in (0, 1]"),
+    (
+        "decide < observe",
+        "[schedule]\nobserve_seconds = 5\ndecide_seconds = 1",
+        "schedule.decide_seconds",
+        "≥ observe_seconds (5)",
+    ),
+    (
+        "unset variable",
+        "[store]\nurl = 'postgresql+psycopg://armd:${ARMD_DB_PASSWORD}@db/armd'",
+        "store.url",
+        "ARMD_DB_PASSWORD is not set; set it",
+    ),
+    (
+        "unsupported store",
+        "[store]\nurl = 'mysql://armd:pw@db/armd'",
+        "store.url",
+        "allowed: sqlite:///PATH or postgresql+psycopg://",
+    ),
+    ("window min > max", "[queries.per_second]\nwindow = [20000, 1000]", "queries.per_second", "1 ≤ min ≤ max"),
+    ("window not a pair", "[queries.per_second]\nwindow = 1000", "queries.per_second.window", "a list of two numbers"),
+    ("QoS for an unknown query", "[queries.per_minute]\nweight = 2", "queries.per_minute", "plan queries: per_second"),
+    (
+        "unknown window node",
+        "[queries.per_second]\nwindows = { nope = [1, 2] }",
+        "queries.per_second",
+        "its windows: clicks_10s",
+    ),
+    (
+        "source stream not in plan",
+        "[source.streams.views]\nrate_per_second = 1",
+        "source.streams.views",
+        "plan streams: clicks",
+    ),
+    ("unknown source kind", "[source]\nkind = 'spark'", "source.kind", "expected one of synthetic"),
+    (
+        "steps not ascending",
+        "[source.streams.clicks]\nsteps = [ { at_seconds = 5, rate_per_second = 1 }, { at_seconds = 2, rate_per_second = 1 } ]",
+        "source.streams.clicks.steps[1].at_seconds",
+        "ascending order",
+    ),
+    (
+        "burst factor 0",
+        "[source.streams.clicks]\nbursts = [ { at_seconds = 5, duration_seconds = 1, factor = 0 } ]",
+        "source.streams.clicks.bursts[0].factor",
+        "expected a number > 0",
+    ),
+    ("bad alert kind", "[[alerts]]\nkind = 'email'", "alerts[0].kind", "one of webhook, command, log"),
+    ("webhook without url", "[[alerts]]\nkind = 'webhook'", "alerts[0].url", "http:// or https:// URL"),
+    (
+        "command with empty argv",
+        "[[alerts]]\nkind = 'log'\n[[alerts]]\nkind = 'command'\nargv = []",
+        "alerts[1].argv",
+        "a non-empty list",
+    ),
+    (
+        "key of another hook kind",
+        "[[alerts]]\nkind = 'log'\nurl = 'https://x'",
+        "alerts[0].url",
+        "allowed keys of a log hook: kind",
+    ),
+    ("alerts as a table", "[alerts]\nkind = 'log'", "alerts", "[[alerts]]"),
+    (
+        "plan file and inline plan",
+        ("[plan.streams.clicks]", "[plan]\nfile = 'plans/x.json'\n[plan.streams.clicks]"),
+        "plan",
+        "exactly one of file",
+    ),
+    ("invalid plan", ("w = 10000", "w = -3"), "plan", "w must be > 0"),
+    ("unknown profile", "[model]\nprofile = 'spark'", "model.profile", "one of paper"),
+    (
+        "spark conf not scalar",
+        "[spark.conf]\n'spark.jars' = [1, 2]",
+        'spark.conf."spark.jars"',
+        "a string, number or boolean",
+    ),
+]
+
+
+@pytest.mark.parametrize("change, key, allowed", [m[1:] for m in MISTAKES], ids=[m[0] for m in MISTAKES])
+def test_each_mistake_names_file_key_and_what_is_allowed(tmp_path, change, key, allowed):
+    text = MINIMAL.replace(*change) if isinstance(change, tuple) else MINIMAL + "\n" + change + "\n"
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    message = str(caught.value)
+    assert message.startswith(f"{path}: {key}: "), message
+    assert allowed in message, message
+    assert "\n" not in message
+    assert caught.value.key == key
+
+
+def test_a_missing_plan_file_is_named(tmp_path):
+    text = MINIMAL.split("[plan.streams.clicks]")[0] + "[plan]\nfile = 'plans/missing.json'\n"
+    path = write(tmp_path, text)
+    with pytest.raises(
+        ConfigError,
+        match=r"armd.toml: plan.file: cannot read plan file .*missing.json'.*relative to the configuration's folder",
+    ):
+        load_config(path, environ={})
+
+
+def test_the_plan_file_is_relative_to_the_configuration(tmp_path):
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "bad.json").write_text(
+        '{"streams": {"A": {"d": 1, "size": 8}}, "queries": {"q": {"op": "nope"}}}'
+    )
+    (tmp_path / "plans" / "ok.json").write_text((ROOT / "config" / "plans" / "example.json").read_text())
+    head = MINIMAL.split("[plan.streams.clicks]")[0]
+    config = load_config(write(tmp_path, head + "[plan]\nfile = 'plans/ok.json'\n"), environ={})
+    assert set(config.plan.streams) == {"clicks", "views", "orders"}
+    with pytest.raises(
+        ConfigError,
+        match=r"armd.toml: plan: plan file 'plans/bad.json': node 'q': unknown operator 'nope'; allowed: source",
+    ):
+        load_config(write(tmp_path, head + "[plan]\nfile = 'plans/bad.json'\n"), environ={})
+
+
+def test_toml_syntax_errors_name_the_line(tmp_path):
+    path = write(tmp_path, MINIMAL + "\n[store\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    line = MINIMAL.count("\n") + 2
+    assert str(caught.value).startswith(f"{path}: line {line}, column ")
+    assert "invalid TOML" in str(caught.value)
+
+
+def test_an_unreadable_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"nope.toml: cannot read the configuration: No such file"):
+        load_config(tmp_path / "nope.toml", environ={})
+
+
+def test_variables_are_taken_from_the_environment_and_dollar_escapes(tmp_path):
+    text = (
+        MINIMAL
+        + """
+[store]
+url = "postgresql+psycopg://${DB_USER}:${DB_PASSWORD}@db.example/armd"
+[spark]
+app_name = "armd-${TEAM}-$${literal}"
+"""
+    )
+    environ = {"DB_USER": "armd", "DB_PASSWORD": "s3cret", "TEAM": "streams"}
+    config = load_config(write(tmp_path, text), environ=environ)
+    assert config.store.url == "postgresql+psycopg://armd:s3cret@db.example/armd"
+    assert config.spark.app_name == "armd-streams-${literal}"
+
+
+def test_secrets_are_redacted_and_absent_from_public(tmp_path):
+    text = (
+        MINIMAL
+        + """
+[store]
+url = "postgresql+psycopg://armd:${DB_PASSWORD}@db.example/armd"
+[[alerts]]
+kind = "webhook"
+url = "https://hooks.example/armd"
+secret = "${HOOK_SECRET}"
+[[alerts]]
+kind = "webhook"
+url = "https://other.example/armd"
+secret = "inline-hmac-key"
+"""
+    )
+    environ = {"DB_PASSWORD": "db-pw-0451", "HOOK_SECRET": "hook-0451"}
+    config = load_config(write(tmp_path, text), environ=environ)
+    assert config.secrets == {"db-pw-0451", "hook-0451", "inline-hmac-key"}
+    assert (
+        config.redact(f"connect to {config.store.url} failed")
+        == "connect to postgresql+psycopg://armd:***@db.example/armd failed"
+    )
+    public = config.public()
+    dumped = json.dumps(public)
+    assert not any(secret in dumped for secret in config.secrets)
+    assert public["store"]["url"] == "postgresql+psycopg://armd:***@db.example/armd"
+    assert [hook["secret"] for hook in public["alerts"]] == ["***", "***"]
+    assert public["bounds"] == {"memory_bytes": 1e6, "cpu": 100.0, "reserve": 0.1}
+    assert public["plan"] == config.plan_doc
+
+
+def test_a_percent_encoded_password_is_a_secret_in_both_forms(tmp_path):
+    text = MINIMAL + '[store]\nurl = "postgresql+psycopg://armd:p%40ss@db/armd"\n'
+    config = load_config(write(tmp_path, text), environ={})
+    assert config.secrets == {"p%40ss", "p@ss"}
+    assert config.redact("password p@ss") == "password ***"
+
+
+def test_config_is_frozen(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL), environ={})
+    assert isinstance(config, Config)
+    with pytest.raises(AttributeError):
+        config.bounds = Bounds(1.0, 1.0)  # type: ignore[misc]
+
+
+def test_the_documented_file_loads(tmp_path):
+    text = (ROOT / "docs" / "configuration.md").read_text().split("```toml\n")[1].split("```")[0]
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "example.json").write_text((ROOT / "config" / "plans" / "example.json").read_text())
+    config = load_config(write(tmp_path, text), environ={"ARMD_WEBHOOK_SECRET": "hmac-key"})
+    assert [hook.kind for hook in config.alerts] == ["webhook", "command", "log"]
+    assert config.secrets == {"hmac-key"}
