@@ -15,9 +15,13 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/armd estimate config/plans/example.json
 
+# The metadata store's tests also run on a real PostgreSQL: scripts/postgres-up
+# starts a throwaway server on 127.0.0.1 (unless ARMD_TEST_POSTGRES_URL names
+# one already). Without a server those tests skip, or fail under
+# ARMD_REQUIRE_POSTGRES=1 (as in CI).
 test: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest
+	ARMD_TEST_POSTGRES_URL="$${ARMD_TEST_POSTGRES_URL:-$$(bash scripts/postgres-up)}" $(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/estimate.py --json

@@ -1,0 +1,219 @@
+"""Tables of the metadata store as SQLAlchemy declarative models.
+
+These describe the schema at the newest revision so that ``SqlStore`` can
+read and write it with typed rows; the schema itself is created and changed
+only by the Alembic revisions in ``schema/versions`` (a change here needs a
+new revision there). The views are not models: they are created by the
+revisions with dialect-specific SQL and read through the ``Table`` objects at
+the end of this module.
+
+All times are timezone-aware UTC. SQLite has no time zone type, so
+``UtcDateTime`` stores naive UTC there and gives back aware UTC everywhere.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+QUERY_STATUSES = ("pending", "active", "rejected", "failed", "removed")
+SEVERITIES = ("info", "warning", "error")
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC ``datetime`` on both SQLite and PostgreSQL; naive values are refused."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value.isoformat()} given to the metadata store; pass a timezone-aware UTC datetime")
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UtcDateTime, dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Stream(Base):
+    __tablename__ = "streams"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    size_bytes: Mapped[float] = mapped_column(Float)
+    g: Mapped[float] = mapped_column(Float)
+    configured_d: Mapped[float] = mapped_column(Float)
+    last_d: Mapped[float | None] = mapped_column(Float)
+    last_rate_per_second: Mapped[float | None] = mapped_column(Float)
+    updated_at: Mapped[datetime]
+
+
+class Query(Base):
+    __tablename__ = "queries"
+    __table_args__ = (
+        CheckConstraint("status IN ('pending', 'active', 'rejected', 'failed', 'removed')", name="ck_queries_status"),
+    )
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    spec: Mapped[dict[str, Any]]
+    qos: Mapped[dict[str, Any]]
+    weight: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16))
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    settings: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    qos_fraction: Mapped[float | None] = mapped_column(Float)
+    settings_changed_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class PlanNode(Base):
+    __tablename__ = "plan_nodes"
+
+    query: Mapped[str] = mapped_column(String(200), ForeignKey("queries.name", ondelete="CASCADE"), primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    op: Mapped[str] = mapped_column(String(50))
+    inputs: Mapped[list[Any]]
+    params: Mapped[dict[str, Any]]
+
+
+class ObservationRow(Base):
+    """One source stream (``stream`` set) or one query (``query`` set) in one observation interval."""
+
+    __tablename__ = "observations"
+    __table_args__ = (
+        Index("ix_observations_at", "at"),
+        Index("ix_observations_query_at", "query", "at"),
+        Index("ix_observations_stream_at", "stream", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    stream: Mapped[str | None] = mapped_column(String(200))
+    query: Mapped[str | None] = mapped_column(String(200))
+    rows: Mapped[int | None] = mapped_column(BigInteger)
+    interval_seconds: Mapped[float | None] = mapped_column(Float)
+    rate_per_second: Mapped[float | None] = mapped_column(Float)
+    d: Mapped[float | None] = mapped_column(Float)
+    l: Mapped[float | None] = mapped_column(Float)  # the paper's name for validity
+    g: Mapped[float | None] = mapped_column(Float)
+    state_rows: Mapped[int | None] = mapped_column(BigInteger)
+    state_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    selectivities: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+
+
+class Decision(Base):
+    __tablename__ = "decisions"
+    __table_args__ = (Index("ix_decisions_at", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    policy: Mapped[str] = mapped_column(String(100))
+    trigger: Mapped[str] = mapped_column(Text)
+    feasible: Mapped[bool] = mapped_column(Boolean)
+    dry_run: Mapped[bool] = mapped_column(Boolean)
+    applied: Mapped[bool] = mapped_column(Boolean)
+    weighted_qos: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str] = mapped_column(Text)
+    estimated_memory_bytes: Mapped[float] = mapped_column(Float)
+    estimated_cpu: Mapped[float] = mapped_column(Float)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    inputs: Mapped[dict[str, Any]]
+    outputs: Mapped[dict[str, Any]]
+
+
+class Estimate(Base):
+    """Estimated cost of one query (``query`` NULL: the total over all queries)."""
+
+    __tablename__ = "estimates"
+    __table_args__ = (Index("ix_estimates_at", "at"), Index("ix_estimates_query_at", "query", "at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    decision_id: Mapped[int | None] = mapped_column(ForeignKey("decisions.id", ondelete="SET NULL"))
+    query: Mapped[str | None] = mapped_column(String(200))
+    memory_bytes: Mapped[float] = mapped_column(Float)
+    cpu: Mapped[float] = mapped_column(Float)
+
+
+class Migration(Base):
+    __tablename__ = "migrations"
+    __table_args__ = (Index("ix_migrations_query", "query"), Index("ix_migrations_finished_at", "finished_at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    query: Mapped[str] = mapped_column(String(200))
+    strategy: Mapped[str] = mapped_column(String(50))
+    state: Mapped[str] = mapped_column(String(50))
+    split_time: Mapped[datetime | None]
+    started_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    lost: Mapped[int | None] = mapped_column(BigInteger)
+    duplicated: Mapped[int | None] = mapped_column(BigInteger)
+    differing: Mapped[int | None] = mapped_column(BigInteger)
+    details: Mapped[dict[str, Any]]
+
+
+class Event(Base):
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_at", "at"), Index("ix_events_query_at", "query", "at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    kind: Mapped[str] = mapped_column(String(100))
+    severity: Mapped[str] = mapped_column(String(16))
+    query: Mapped[str | None] = mapped_column(String(200))
+    message: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict[str, Any]]
+
+
+# The views, for reading only; created by the Alembic revisions, never by metadata.create_all.
+views = MetaData()
+
+query_overview = Table(
+    "query_overview",
+    views,
+    Column("name", String),
+    Column("status", String),
+    Column("status_reason", Text),
+    Column("weight", Float),
+    Column("settings", JSON),
+    Column("qos_fraction", Float),
+    Column("settings_changed_at", UtcDateTime),
+    Column("estimated_memory_bytes", Float),
+    Column("estimated_cpu", Float),
+    Column("estimated_at", UtcDateTime),
+    Column("measured_state_bytes", BigInteger),
+    Column("measured_state_rows", BigInteger),
+    Column("measured_at", UtcDateTime),
+)

@@ -1,0 +1,599 @@
+"""``SqlStore``: the daemon's ``Store`` port on SQLite or PostgreSQL.
+
+It exists so that everything armd observes, estimates, decides and migrates
+ends up as rows a person can query with plain SQL (see
+docs/metadata-schema.md), and so that the CLI can print the same without
+talking to the daemon.
+
+A database that cannot be reached is an ordinary, temporary condition for a
+daemon: every method turns connection-level failures into
+``StoreUnavailable`` (after a short bounded retry), never a driver
+traceback, so the caller can buffer what it wanted to record and try again.
+Credentials never appear in a message: URLs are shown through ``redact_url``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, NoSuchModuleError, OperationalError
+from sqlalchemy.orm import Session
+
+from armd.adapters.store import models as m
+from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreUnavailable
+from armd.daemon.ports import DecisionRecord, EstimateRow, EventRecord, NodeRow, Observation, QueryRow, QuerySettings, StreamRow
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
+UPGRADE_HINT = "run `armd db upgrade --config FILE`"
+
+OnRetry = Callable[[int, float, str], None]
+"""``on_retry(attempt, delay_seconds, message)``: attempt ``attempt`` failed, the next comes after ``delay_seconds``."""
+
+T = TypeVar("T")
+
+# A method that loses its connection mid-way tries again this often, after these pauses.
+_CALL_RETRY_DELAYS = (0.1, 0.3)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (unparseable text is returned with everything between ``:`` and ``@`` hidden)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        head, sep, tail = url.rpartition("@")
+        if not sep or "://" not in head:
+            return url
+        scheme, _, userinfo = head.partition("://")
+        user = userinfo.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{tail}"
+    return parsed.render_as_string(hide_password=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The driver's reason without SQLAlchemy's SQL echo and background link, on one line."""
+    orig = getattr(exc, "orig", None)
+    reason = str(orig if orig is not None else exc).strip()
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    kept = [line for line in lines if not line.startswith(("[SQL:", "[parameters:", "(Background on this error"))]
+    return "; ".join(kept) or type(exc).__name__
+
+
+def _is_missing_table(exc: BaseException) -> bool:
+    """Whether ``exc`` says a table or view is missing (SQLite's message, PostgreSQL's SQLSTATE 42P01)."""
+    orig = getattr(exc, "orig", None)
+    return getattr(orig, "sqlstate", None) == "42P01" or "no such table" in str(orig).lower()
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if isinstance(exc, InterfaceError):
+        return True
+    if isinstance(exc, OperationalError):
+        # SQLite reports a missing table as an OperationalError too; that is a schema problem, not a connection one.
+        reason = str(exc.orig).lower()
+        return not any(hint in reason for hint in ("no such table", "no such column", "syntax error", "has no column"))
+    return False
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` as plain JSON: non-finite floats become ``None``, datetimes ISO strings, tuples lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    return value
+
+
+def _dumps(value: Any) -> str:
+    # PostgreSQL rejects NaN/Infinity in JSON, and so do most readers of it.
+    return json.dumps(_json_value(value), allow_nan=False, default=str)
+
+
+def _row_dict(row: Any, columns: Iterable[str] | None = None) -> dict[str, Any]:
+    if hasattr(row, "_mapping"):
+        mapping = dict(row._mapping)
+    else:
+        mapping = {c: getattr(row, c) for c in (columns or row.__table__.columns.keys())}
+    return {k: _json_value(v) for k, v in mapping.items()}
+
+
+def _utc(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value.isoformat()} given to the metadata store; pass a timezone-aware UTC datetime")
+    return value.astimezone(timezone.utc)
+
+
+class SqlStore:
+    """The metadata store on one database URL (``sqlite:///path`` or ``postgresql+psycopg://…``).
+
+    Create it with ``SqlStore.open(url)``. Methods are safe to call from one
+    thread at a time per store; each runs in its own transaction.
+    """
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self._engine = engine
+        self.url_redacted = redact_url(url)
+
+    # ---------------------------------------------------------------- opening
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        retries: int = 5,
+        backoff_seconds: float = 0.5,
+        on_retry: OnRetry | None = None,
+    ) -> SqlStore:
+        """Create the engine and check that the database answers.
+
+        A connection failure is retried ``retries`` times (so ``retries + 1``
+        attempts) after ``backoff_seconds``, doubling each time;
+        ``on_retry(attempt, delay, message)`` is called before each pause.
+        After the last attempt it raises ``StoreUnavailable``. A URL that
+        names no usable database or driver raises ``StoreError`` at once.
+        """
+        engine = cls._create_engine(url)
+        store = cls(engine, url)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with engine.connect() as conn:
+                    conn.execute(text("SELECT 1"))
+                return store
+            except (OperationalError, InterfaceError, DBAPIError) as exc:
+                message = f"cannot connect to the metadata store at {store.url_redacted}: {_one_line(exc)}"
+                if attempt > retries:
+                    engine.dispose()
+                    raise StoreUnavailable(f"{message} (gave up after {attempt} attempt{'s' if attempt > 1 else ''})") from None
+                delay = backoff_seconds * 2 ** (attempt - 1)
+                if on_retry is not None:
+                    on_retry(attempt, delay, message)
+                time.sleep(delay)
+
+    @staticmethod
+    def _create_engine(url: str) -> Engine:
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise StoreError(f"metadata store URL {redact_url(url)!r} is not a database URL; expected e.g. sqlite:///armd.db or postgresql+psycopg://user:password@host:5432/db") from None
+        backend = parsed.get_backend_name()
+        if backend not in ("sqlite", "postgresql"):
+            raise StoreError(f"metadata store URL {redact_url(url)!r}: the database must be sqlite or postgresql, not {backend!r}")
+        connect_args: dict[str, Any] = {}
+        if backend == "postgresql":
+            if parsed.drivername == "postgresql":
+                # The bare scheme means psycopg2 to SQLAlchemy; armd ships psycopg 3.
+                parsed = parsed.set(drivername="postgresql+psycopg")
+            if "connect_timeout" not in parsed.query:
+                connect_args["connect_timeout"] = 10
+        try:
+            engine = create_engine(
+                parsed,
+                pool_pre_ping=True,
+                json_serializer=_dumps,
+                connect_args=connect_args,
+            )
+        except (NoSuchModuleError, ModuleNotFoundError) as exc:
+            raise StoreError(f"metadata store URL {redact_url(url)!r}: no driver for it is installed ({exc})") from None
+        if backend == "sqlite":
+            event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -------------------------------------------------------------- plumbing
+
+    def _call(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn`` in one transaction; connection failures are retried briefly, then become ``StoreUnavailable``."""
+        for attempt in range(len(_CALL_RETRY_DELAYS) + 1):
+            try:
+                with Session(self._engine) as session, session.begin():
+                    return fn(session)
+            except (OperationalError, InterfaceError, DBAPIError) as exc:
+                if _is_missing_table(exc):
+                    raise SchemaOutdated(
+                        f"metadata store at {self.url_redacted} is not at schema revision {self.head_revision()} "
+                        f"({_one_line(exc).split(';')[0]}): {UPGRADE_HINT}"
+                    ) from None
+                if not _is_connection_error(exc):
+                    raise
+                if attempt == len(_CALL_RETRY_DELAYS):
+                    raise StoreUnavailable(f"metadata store at {self.url_redacted} is unavailable: {_one_line(exc)}") from None
+                time.sleep(_CALL_RETRY_DELAYS[attempt])
+        raise AssertionError("unreachable")
+
+    # ---------------------------------------------------------------- schema
+
+    @staticmethod
+    def _alembic_config() -> Config:
+        config = Config()
+        config.set_main_option("script_location", str(SCHEMA_DIR))
+        return config
+
+    @classmethod
+    def head_revision(cls) -> str:
+        """The schema revision this armd needs."""
+        head = ScriptDirectory.from_config(cls._alembic_config()).get_current_head()
+        assert head is not None, "the armd package ships no schema revisions"
+        return head
+
+    def schema_revision(self) -> str | None:
+        """The database's schema revision (``None``: never upgraded)."""
+
+        def read(session: Session) -> str | None:
+            return MigrationContext.configure(session.connection()).get_current_revision()
+
+        return self._call(read)
+
+    def upgrade(self) -> None:
+        """Bring the schema to ``head_revision()`` (creates everything on an empty database)."""
+
+        def run(session: Session) -> None:
+            config = self._alembic_config()
+            config.attributes["connection"] = session.connection()
+            command.upgrade(config, "head")
+
+        self._call(run)
+
+    def require_current_schema(self) -> None:
+        """Raise ``SchemaOutdated`` unless the database is at ``head_revision()``."""
+        current, head = self.schema_revision(), self.head_revision()
+        if current != head:
+            shown = current if current is not None else "none (no armd tables yet)"
+            raise SchemaOutdated(
+                f"metadata store at {self.url_redacted} has schema revision {shown}, this armd needs {head}: {UPGRADE_HINT}"
+            )
+
+    # ------------------------------------------------------- Store protocol
+
+    def sync_config(self, streams: Sequence[StreamRow], queries: Sequence[QueryRow], nodes: Sequence[NodeRow], at: datetime) -> None:
+        at = _utc(at)
+        configured = {q.name for q in queries}
+        for node in nodes:
+            if node.query not in configured:
+                raise ValueError(f"plan node {node.node_id!r} belongs to query {node.query!r}, which is not among the configured queries")
+
+        def run(session: Session) -> None:
+            known_streams = {s.name: s for s in session.scalars(select(m.Stream))}
+            for row in streams:
+                stream = known_streams.pop(row.name, None)
+                if stream is None:
+                    session.add(m.Stream(name=row.name, size_bytes=row.size_bytes, g=row.g, configured_d=row.configured_d, updated_at=at))
+                else:
+                    stream.size_bytes, stream.g, stream.configured_d, stream.updated_at = row.size_bytes, row.g, row.configured_d, at
+            for gone in known_streams.values():
+                session.delete(gone)
+
+            known = {q.name: q for q in session.scalars(select(m.Query))}
+            for row in queries:
+                spec, qos = _json_value(row.spec), _json_value(row.qos)
+                query = known.pop(row.name, None)
+                if query is None:
+                    session.add(m.Query(name=row.name, spec=spec, qos=qos, weight=row.weight, status="pending", created_at=at, updated_at=at))
+                    continue
+                query.spec, query.qos, query.weight, query.updated_at = spec, qos, row.weight, at
+                if query.status == "removed":
+                    # Back in the configuration: a new query as far as anything running is concerned.
+                    query.status, query.status_reason = "pending", None
+                    query.settings, query.qos_fraction, query.settings_changed_at = None, None, None
+            for gone in known.values():
+                if gone.status != "removed":
+                    gone.status, gone.status_reason, gone.updated_at = "removed", "no longer in the configuration", at
+            session.flush()
+
+            if configured:
+                session.execute(delete(m.PlanNode).where(m.PlanNode.query.in_(configured)))
+            if nodes:
+                session.execute(
+                    insert(m.PlanNode),
+                    [
+                        {"query": n.query, "node_id": n.node_id, "op": n.op, "inputs": list(n.inputs), "params": _json_value(n.params)}
+                        for n in nodes
+                    ],
+                )
+
+        self._call(run)
+
+    def set_query_status(self, query: str, status: str, at: datetime, reason: str | None = None) -> None:
+        if status not in m.QUERY_STATUSES:
+            raise ValueError(f"query status {status!r} is not one of {', '.join(m.QUERY_STATUSES)}")
+        at = _utc(at)
+
+        def run(session: Session) -> None:
+            result = session.execute(
+                update(m.Query).where(m.Query.name == query).values(status=status, status_reason=reason, updated_at=at)
+            )
+            if result.rowcount == 0:
+                raise KeyError(f"no query {query!r} in the metadata store; sync_config must record it first")
+
+        self._call(run)
+
+    def set_query_settings(self, query: str, settings: QuerySettings, at: datetime) -> None:
+        at = _utc(at)
+
+        def run(session: Session) -> None:
+            result = session.execute(
+                update(m.Query)
+                .where(m.Query.name == query)
+                .values(settings=_json_value(settings.as_json()), qos_fraction=settings.qos, settings_changed_at=at, updated_at=at)
+            )
+            if result.rowcount == 0:
+                raise KeyError(f"no query {query!r} in the metadata store; sync_config must record it first")
+
+        self._call(run)
+
+    def current_settings(self) -> dict[str, QuerySettings]:
+        def run(session: Session) -> dict[str, QuerySettings]:
+            rows = session.execute(
+                select(m.Query.name, m.Query.settings).where(m.Query.settings.is_not(None), m.Query.status != "removed")
+            )
+            return {name: _settings(doc) for name, doc in rows if doc is not None}
+
+        return self._call(run)
+
+    def record_observation(self, observation: Observation) -> None:
+        at = _utc(observation.at)
+        rows: list[dict[str, Any]] = [
+            {
+                "at": at, "stream": s.stream, "query": None, "rows": s.rows, "interval_seconds": s.interval_seconds,
+                "rate_per_second": s.rate_per_second, "d": s.d, "l": s.l, "g": s.g,
+                "state_rows": None, "state_bytes": None, "selectivities": None,
+            }
+            for s in observation.streams
+        ]
+        rows += [
+            {
+                "at": at, "stream": None, "query": q.query, "rows": None, "interval_seconds": None,
+                "rate_per_second": None, "d": None, "l": None, "g": None,
+                "state_rows": q.state_rows, "state_bytes": q.state_bytes, "selectivities": _json_value(q.selectivities),
+            }
+            for q in observation.queries
+        ]
+
+        def run(session: Session) -> None:
+            if rows:
+                session.execute(insert(m.ObservationRow), rows)
+            for s in observation.streams:
+                session.execute(
+                    update(m.Stream)
+                    .where(m.Stream.name == s.stream)
+                    .values(last_d=s.d, last_rate_per_second=s.rate_per_second, updated_at=at)
+                )
+
+        self._call(run)
+
+    def record_estimates(self, at: datetime, rows: Sequence[EstimateRow], decision_id: int | None = None) -> None:
+        at = _utc(at)
+        values = [{"at": at, "decision_id": decision_id, "query": r.query, "memory_bytes": r.memory_bytes, "cpu": r.cpu} for r in rows]
+
+        def run(session: Session) -> None:
+            if values:
+                session.execute(insert(m.Estimate), values)
+
+        self._call(run)
+
+    def record_decision(self, record: DecisionRecord) -> int:
+        return self._insert(
+            m.Decision,
+            at=_utc(record.at), policy=record.policy, trigger=record.trigger, feasible=record.feasible,
+            dry_run=record.dry_run, applied=record.applied, weighted_qos=record.weighted_qos, reason=record.reason,
+            estimated_memory_bytes=record.estimated_memory_bytes, estimated_cpu=record.estimated_cpu,
+            duration_ms=record.duration_ms, inputs=_json_value(record.inputs), outputs=_json_value(record.outputs),
+        )
+
+    def record_event(self, event: EventRecord) -> int:
+        if event.severity not in m.SEVERITIES:
+            raise ValueError(f"event severity {event.severity!r} is not one of {', '.join(m.SEVERITIES)}")
+        return self._insert(
+            m.Event,
+            at=_utc(event.at), kind=event.kind, severity=event.severity, query=event.query,
+            message=event.message, details=_json_value(event.details),
+        )
+
+    def prune_observations(self, older_than: datetime) -> int:
+        cutoff = _utc(older_than)
+
+        def run(session: Session) -> int:
+            return session.execute(delete(m.ObservationRow).where(m.ObservationRow.at < cutoff)).rowcount
+
+        return self._call(run)
+
+    # ------------------------------------------------------------ migrations
+
+    def record_migration(
+        self,
+        query: str,
+        strategy: str,
+        state: str,
+        at: datetime,
+        split_time: datetime | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> int:
+        """A plan migration of ``query`` started at ``at``; returns its id for ``update_migration``."""
+        at = _utc(at)
+        return self._insert(
+            m.Migration,
+            query=query, strategy=strategy, state=state, started_at=at, updated_at=at,
+            split_time=_utc(split_time) if split_time is not None else None, details=_json_value(details or {}),
+        )
+
+    def update_migration(
+        self,
+        id: int,
+        state: str,
+        at: datetime,
+        *,
+        finished: bool = False,
+        lost: int | None = None,
+        duplicated: int | None = None,
+        differing: int | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Move migration ``id`` to ``state``; ``finished`` closes it. Counts and details left ``None`` keep their values."""
+        at = _utc(at)
+        values: dict[str, Any] = {"state": state, "updated_at": at}
+        if finished:
+            values["finished_at"] = at
+        for key, value in (("lost", lost), ("duplicated", duplicated), ("differing", differing)):
+            if value is not None:
+                values[key] = value
+
+        def run(session: Session) -> None:
+            migration = session.get(m.Migration, id)
+            if migration is None:
+                raise KeyError(f"no migration with id {id} in the metadata store")
+            for key, value in values.items():
+                setattr(migration, key, value)
+            if details is not None:
+                migration.details = {**migration.details, **_json_value(details)}
+
+        self._call(run)
+
+    # ----------------------------------------------------------------- reads
+
+    def status(self) -> dict[str, Any]:
+        """Every query with its settings, latest estimate and measurement; totals; the last decision; open migrations."""
+
+        def run(session: Session) -> dict[str, Any]:
+            view = m.query_overview
+            queries = [
+                _row_dict(row)
+                for row in session.execute(
+                    select(
+                        view.c.name, view.c.status, view.c.status_reason, view.c.weight, view.c.settings,
+                        view.c.qos_fraction, view.c.estimated_memory_bytes, view.c.estimated_cpu,
+                        view.c.measured_state_bytes, view.c.measured_state_rows, view.c.settings_changed_at,
+                    ).order_by(view.c.name)
+                )
+            ]
+            total = session.execute(
+                select(m.Estimate.memory_bytes, m.Estimate.cpu, m.Estimate.at)
+                .where(m.Estimate.query.is_(None))
+                .order_by(m.Estimate.at.desc(), m.Estimate.id.desc())
+                .limit(1)
+            ).first()
+            measured = session.scalar(
+                select(func.sum(view.c.measured_state_bytes)).where(view.c.status != "removed")
+            )
+            return {
+                "queries": queries,
+                "total": {
+                    "estimated_memory_bytes": _json_value(total.memory_bytes) if total else None,
+                    "estimated_cpu": _json_value(total.cpu) if total else None,
+                    "estimated_at": _json_value(total.at) if total else None,
+                    "measured_state_bytes": int(measured) if measured is not None else None,
+                },
+                "last_decision": _last_decision(session),
+                "migrations": [
+                    _row_dict(r, _MIGRATION_COLUMNS)
+                    for r in session.scalars(
+                        select(m.Migration).where(m.Migration.finished_at.is_(None)).order_by(m.Migration.started_at, m.Migration.id)
+                    )
+                ],
+            }
+
+        return self._call(run)
+
+    def decisions(self, since: datetime | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """Decisions at or after ``since``, newest first, at most ``limit``."""
+
+        def run(session: Session) -> list[dict[str, Any]]:
+            stmt = select(m.Decision).order_by(m.Decision.at.desc(), m.Decision.id.desc()).limit(limit)
+            if since is not None:
+                stmt = stmt.where(m.Decision.at >= _utc(since))
+            return [_row_dict(r, _DECISION_COLUMNS) for r in session.scalars(stmt)]
+
+        return self._call(run)
+
+    def events(self, since: datetime | None = None, limit: int = 50, *, query: str | None = None) -> list[dict[str, Any]]:
+        """Events at or after ``since`` (of ``query`` only, when given), newest first, at most ``limit``."""
+
+        def run(session: Session) -> list[dict[str, Any]]:
+            stmt = select(m.Event).order_by(m.Event.at.desc(), m.Event.id.desc()).limit(limit)
+            if since is not None:
+                stmt = stmt.where(m.Event.at >= _utc(since))
+            if query is not None:
+                stmt = stmt.where(m.Event.query == query)
+            return [_row_dict(r, _EVENT_COLUMNS) for r in session.scalars(stmt)]
+
+        return self._call(run)
+
+    def last_decision(self) -> dict[str, Any] | None:
+        return self._call(_last_decision)
+
+    def query(self, name: str) -> dict[str, Any] | None:
+        """The query's row with its ``plan_nodes`` (ordered by node id), or ``None`` when unknown."""
+
+        def run(session: Session) -> dict[str, Any] | None:
+            row = session.get(m.Query, name)
+            if row is None:
+                return None
+            result = _row_dict(row, _QUERY_COLUMNS)
+            nodes = session.scalars(select(m.PlanNode).where(m.PlanNode.query == name).order_by(m.PlanNode.node_id))
+            result["plan_nodes"] = [_row_dict(n, ("node_id", "op", "inputs", "params")) for n in nodes]
+            return result
+
+        return self._call(run)
+
+    # -------------------------------------------------------------- helpers
+
+    def _insert(self, model: Any, **values: Any) -> int:
+        """Insert one row of ``model``; returns its id."""
+
+        def run(session: Session) -> int:
+            return int(session.execute(insert(model).values(**values).returning(model.id)).scalar_one())
+
+        return self._call(run)
+
+    def __repr__(self) -> str:
+        return f"SqlStore({self.url_redacted!r})"
+
+
+_DECISION_COLUMNS = tuple(m.Decision.__table__.columns.keys())
+_EVENT_COLUMNS = tuple(m.Event.__table__.columns.keys())
+_MIGRATION_COLUMNS = tuple(m.Migration.__table__.columns.keys())
+_QUERY_COLUMNS = tuple(m.Query.__table__.columns.keys())
+
+
+def _last_decision(session: Session) -> dict[str, Any] | None:
+    row = session.scalars(select(m.Decision).order_by(m.Decision.at.desc(), m.Decision.id.desc()).limit(1)).first()
+    return _row_dict(row, _DECISION_COLUMNS) if row is not None else None
+
+
+def _settings(doc: Mapping[str, Any]) -> QuerySettings:
+    return QuerySettings(
+        fw=float(doc["fw"]),
+        fg=float(doc["fg"]),
+        windows={str(k): float(v) for k, v in doc.get("windows", {}).items()},
+        granularity=float(doc["granularity"]) if doc.get("granularity") is not None else None,
+        qos=float(doc["qos"]),
+    )
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()

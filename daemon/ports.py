@@ -1,0 +1,207 @@
+"""The narrow interfaces the control loop talks through.
+
+The controller (``daemon/controller.py``) only ever sees these: a statistics
+source, an applier, a metadata store and an alert sink. The entry point
+wires concrete ones (the synthetic source or Spark, the SQL store, the hooks
+of the configuration); tests wire recording ones. Records are plain frozen
+dataclasses so every port can be implemented without importing the others.
+
+Times are timezone-aware UTC ``datetime``s at the ports; the cost model's
+own time unit (``model.time_unit_seconds`` in the configuration) only
+appears in values that say so (``d``, window sizes, granularities).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping, Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """What one observation interval showed of one source stream."""
+
+    stream: str
+    rows: int
+    """Elements that arrived in the interval."""
+    interval_seconds: float
+    rate_per_second: float
+    d: float
+    """Mean inter-arrival time in model time units (``inf`` when nothing arrived)."""
+    l: float | None = None
+    """Mean validity in model time units, when the source knows it."""
+    g: float | None = None
+    """Granularity in model time units, when the source knows it."""
+
+
+@dataclass(frozen=True)
+class QueryMetrics:
+    """Measured state and selectivities of one running query."""
+
+    query: str
+    state_rows: int | None = None
+    state_bytes: int | None = None
+    selectivities: Mapping[str, float] = field(default_factory=dict)
+    """Measured selectivity per plan node id."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    at: datetime
+    streams: Sequence[StreamStats]
+    queries: Sequence[QueryMetrics] = ()
+
+
+class StatsSource(Protocol):
+    """Where statistics come from (the synthetic source, later Spark)."""
+
+    def observe(self, at: datetime) -> Observation:
+        """Statistics of the interval since the previous call (the first call covers the time since start)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class QuerySettings:
+    """The values a decision gives one query."""
+
+    fw: float
+    """Window fraction in [0, 1]."""
+    fg: float
+    """Granularity fraction in [0, 1]."""
+    windows: Mapping[str, float]
+    """Window size per window node id, in model time units."""
+    granularity: float | None
+    """Granularity of the query's granularity nodes, in model time units (None: no knob)."""
+    qos: float
+    """Achieved QoS fraction in [0, 1]."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"fw": self.fw, "fg": self.fg, "windows": dict(self.windows), "granularity": self.granularity, "qos": self.qos}
+
+
+class Applier(Protocol):
+    """Puts new settings into force (a migration adapter plugs in here)."""
+
+    name: str
+
+    def apply(self, query: str, old: QuerySettings | None, new: QuerySettings) -> str:
+        """Apply ``new`` to ``query``; returns the migration strategy used. Raises on failure."""
+        ...
+
+
+@dataclass(frozen=True)
+class StreamRow:
+    name: str
+    size_bytes: float
+    g: float
+    configured_d: float
+
+
+@dataclass(frozen=True)
+class QueryRow:
+    name: str
+    spec: Mapping[str, Any]
+    """The query's plan document, as in the configuration."""
+    qos: Mapping[str, Any]
+    """{"window": [min, max] | None, "windows": {node: [min, max]}, "granularity": [coarse, fine] | None}."""
+    weight: float
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    query: str
+    node_id: str
+    op: str
+    inputs: Sequence[str]
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EstimateRow:
+    query: str | None
+    """None for the total over all queries (shared nodes counted once)."""
+    memory_bytes: float
+    cpu: float
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    at: datetime
+    policy: str
+    trigger: str
+    """Why a decision was due (the re-decision trigger's reason)."""
+    feasible: bool
+    dry_run: bool
+    applied: bool
+    weighted_qos: float
+    reason: str
+    estimated_memory_bytes: float
+    estimated_cpu: float
+    duration_ms: float
+    inputs: Mapping[str, Any]
+    """Bounds, stream d values, queries considered — everything needed to explain the decision."""
+    outputs: Mapping[str, Any]
+    """Per-query settings, guardrail effects (held, limited, forced), trajectory, policy details."""
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    at: datetime
+    kind: str
+    """Stable event name, e.g. ``query_rejected``, ``query_failed``, ``config_reload_failed``."""
+    severity: str
+    """``info``, ``warning`` or ``error``."""
+    message: str
+    query: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    """The metadata store the daemon records into (``adapters/store``)."""
+
+    def sync_config(self, streams: Sequence[StreamRow], queries: Sequence[QueryRow], nodes: Sequence[NodeRow], at: datetime) -> None:
+        """Upsert streams, queries (status ``pending`` when new) and plan nodes; queries no longer configured become ``removed``."""
+        ...
+
+    def set_query_status(self, query: str, status: str, at: datetime, reason: str | None = None) -> None:
+        """``pending``, ``active``, ``rejected``, ``failed`` or ``removed``."""
+        ...
+
+    def set_query_settings(self, query: str, settings: QuerySettings, at: datetime) -> None: ...
+
+    def current_settings(self) -> dict[str, QuerySettings]:
+        """Settings in force per query (queries never applied are absent); read back at start."""
+        ...
+
+    def record_observation(self, observation: Observation) -> None: ...
+
+    def record_estimates(self, at: datetime, rows: Sequence[EstimateRow], decision_id: int | None = None) -> None: ...
+
+    def record_decision(self, record: DecisionRecord) -> int: ...
+
+    def record_event(self, event: EventRecord) -> int: ...
+
+    def record_migration(
+        self, query: str, strategy: str, state: str, at: datetime, split_time: float | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> int: ...
+
+    def update_migration(
+        self, id: int, state: str, at: datetime, *, finished: bool = False, lost: int | None = None,
+        duplicated: int | None = None, differing: int | None = None, details: Mapping[str, Any] | None = None,
+    ) -> None: ...
+
+    def prune_observations(self, older_than: datetime) -> int:
+        """Delete observations older than ``older_than``; returns how many."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class AlertSink(Protocol):
+    def alert(self, event: EventRecord) -> None:
+        """Deliver an event; never raises (a failing hook is logged by the sink)."""
+        ...

@@ -1,0 +1,68 @@
+"""Shared fixtures: fresh databases for the metadata store's contract tests.
+
+``store_url`` gives every test an empty database, once on SQLite and once on
+a real PostgreSQL server. The server comes from ``ARMD_TEST_POSTGRES_URL``
+(``make test`` sets it from ``scripts/postgres-up``); each test gets its own
+database on it, dropped afterwards, so concurrent test runs on one machine
+do not meet. Without a reachable server the PostgreSQL half is skipped with
+the reason, or fails when ``ARMD_REQUIRE_POSTGRES=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from armd.adapters.store import redact_url
+
+POSTGRES_URL_ENV = "ARMD_TEST_POSTGRES_URL"
+REQUIRE_POSTGRES_ENV = "ARMD_REQUIRE_POSTGRES"
+TEST_DATABASE_PREFIX = "armd_t_"
+
+
+def _postgres_unavailable(reason: str) -> None:
+    if os.environ.get(REQUIRE_POSTGRES_ENV, "") not in ("", "0"):
+        pytest.fail(f"{reason}, and {REQUIRE_POSTGRES_ENV}=1 requires the PostgreSQL tests to run", pytrace=False)
+    pytest.skip(f"{reason}; start one with `scripts/postgres-up` (or use `make test`)")
+
+
+@pytest.fixture(scope="session")
+def postgres_admin() -> Iterator[tuple[Engine, str]]:
+    """An AUTOCOMMIT engine on the test server's maintenance database, and the server's URL."""
+    url = os.environ.get(POSTGRES_URL_ENV, "").strip()
+    if not url:
+        _postgres_unavailable(f"no PostgreSQL server for the tests: {POSTGRES_URL_ENV} is not set")
+    engine = create_engine(url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5}, pool_pre_ping=True)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+        _postgres_unavailable(f"the PostgreSQL server at {redact_url(url)} ({POSTGRES_URL_ENV}) is unreachable: {reason}")
+    yield engine, url
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """URL of a fresh, empty (never upgraded) database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'armd.db'}"
+        return
+    engine, server_url = request.getfixturevalue("postgres_admin")
+    name = f"{TEST_DATABASE_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with engine.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

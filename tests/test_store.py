@@ -1,0 +1,419 @@
+"""Contract tests of the SQL metadata store, on SQLite and on real PostgreSQL.
+
+Every test runs against both databases through the ``store_url`` fixture
+(tests/conftest.py); what a person would check with plain SQL (the views)
+is checked with plain SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import socket
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
+
+from armd.adapters.store import SchemaOutdated, SqlStore, StoreError, StoreUnavailable, redact_url
+from armd.daemon.ports import (
+    DecisionRecord,
+    EstimateRow,
+    EventRecord,
+    NodeRow,
+    Observation,
+    QueryMetrics,
+    QueryRow,
+    QuerySettings,
+    StreamRow,
+    StreamStats,
+)
+
+T0 = datetime(2025, 11, 22, 12, 0, tzinfo=timezone.utc)
+TABLES = {"streams", "queries", "plan_nodes", "observations", "estimates", "decisions", "migrations", "events"}
+VIEWS = {"query_overview", "recent_decisions", "open_migrations", "recent_alerts"}
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[SqlStore]:
+    store = SqlStore.open(store_url, retries=0)
+    store.upgrade()
+    yield store
+    store.close()
+
+
+def plain_sql(url: str, sql: str, **params: Any) -> list[dict[str, Any]]:
+    """Run ``sql`` the way a person would, outside armd's models."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(text(sql), params)]
+    finally:
+        engine.dispose()
+
+
+def config(*queries: str) -> tuple[list[StreamRow], list[QueryRow], list[NodeRow]]:
+    streams = [StreamRow("A", size_bytes=64, g=1, configured_d=10), StreamRow("B", size_bytes=32, g=1, configured_d=20)]
+    rows = [
+        QueryRow(q, spec={"op": "window", "id": f"{q}_w", "w": 100}, qos={"window": [10, 100], "windows": {}, "granularity": None}, weight=1.0)
+        for q in queries
+    ]
+    nodes = [n for q in queries for n in (NodeRow(q, f"{q}_src", "source", [], {"stream": "A"}), NodeRow(q, f"{q}_w", "window", [f"{q}_src"], {"w": 100}))]
+    return streams, rows, nodes
+
+
+def settings(qos: float = 0.75) -> QuerySettings:
+    return QuerySettings(fw=0.5, fg=0.25, windows={"q1_w": 55.0}, granularity=2.0, qos=qos)
+
+
+def decision(at: datetime, **changes: Any) -> DecisionRecord:
+    values: dict[str, Any] = dict(
+        at=at, policy="weighted-qos", trigger="startup", feasible=True, dry_run=False, applied=True,
+        weighted_qos=0.8, reason="fits the budget", estimated_memory_bytes=1e6, estimated_cpu=2.5, duration_ms=3.2,
+        inputs={"bounds": {"memory_bytes": 2e6}, "d": {"A": math.inf}}, outputs={"q1": {"fw": 0.5}},
+    )
+    values.update(changes)
+    return DecisionRecord(**values)
+
+
+# ------------------------------------------------------------------ schema
+
+
+def test_upgrade_from_empty_to_head(store_url: str) -> None:
+    store = SqlStore.open(store_url, retries=0)
+    try:
+        assert store.schema_revision() is None
+        store.upgrade()
+        assert store.schema_revision() == SqlStore.head_revision()
+        store.upgrade()  # nothing to do the second time
+        store.require_current_schema()
+    finally:
+        store.close()
+    engine = create_engine(store_url)
+    try:
+        found = inspect(engine)
+        assert TABLES <= set(found.get_table_names())
+        assert VIEWS <= set(found.get_view_names())
+    finally:
+        engine.dispose()
+
+
+def test_require_current_schema_names_the_upgrade_command(store_url: str) -> None:
+    store = SqlStore.open(store_url, retries=0)
+    try:
+        with pytest.raises(SchemaOutdated) as caught:
+            store.require_current_schema()
+        with pytest.raises(SchemaOutdated, match="run `armd db upgrade --config FILE`"):
+            store.status()  # a missing table is a schema problem, not a driver traceback
+    finally:
+        store.close()
+    message = str(caught.value)
+    assert "run `armd db upgrade --config FILE`" in message
+    assert SqlStore.head_revision() in message and "none" in message
+    assert isinstance(caught.value, StoreError)
+
+
+# ------------------------------------------------------------ configuration
+
+
+def test_sync_config_upserts_and_marks_removed_queries(store: SqlStore, store_url: str) -> None:
+    store.sync_config(*config("q1", "q2"), at=T0)
+    q1 = store.query("q1")
+    assert q1 is not None and q1["status"] == "pending" and q1["created_at"] == T0.isoformat()
+    assert [n["node_id"] for n in q1["plan_nodes"]] == ["q1_src", "q1_w"]
+    assert q1["plan_nodes"][1] == {"node_id": "q1_w", "op": "window", "inputs": ["q1_src"], "params": {"w": 100}}
+
+    store.set_query_status("q1", "active", T0)
+    streams, queries, nodes = config("q1")
+    queries = [QueryRow("q1", spec={"op": "window", "w": 200}, qos=queries[0].qos, weight=3.0)]
+    nodes = [NodeRow("q1", "q1_src", "source", [], {"stream": "B"})]
+    later = T0 + timedelta(minutes=5)
+    store.sync_config(streams[:1], queries, nodes, at=later)
+
+    q1 = store.query("q1")
+    assert q1 is not None
+    assert (q1["status"], q1["weight"], q1["spec"]) == ("active", 3.0, {"op": "window", "w": 200})
+    assert q1["created_at"] == T0.isoformat() and q1["updated_at"] == later.isoformat()
+    assert q1["plan_nodes"] == [{"node_id": "q1_src", "op": "source", "inputs": [], "params": {"stream": "B"}}]
+    q2 = store.query("q2")
+    assert q2 is not None and q2["status"] == "removed" and q2["status_reason"]
+    assert store.query("nope") is None
+    assert [r["name"] for r in plain_sql(store_url, "SELECT name FROM streams")] == ["A"]
+
+    store.set_query_settings("q2", settings(), later)
+    store.sync_config(*config("q1", "q2"), at=later)  # q2 comes back as a new query, without settings
+    q2 = store.query("q2")
+    assert q2 is not None and q2["status"] == "pending"
+    assert plain_sql(store_url, "SELECT name FROM queries WHERE settings IS NULL ORDER BY name") == [{"name": "q1"}, {"name": "q2"}]
+
+
+def test_sync_config_refuses_nodes_of_unknown_queries(store: SqlStore) -> None:
+    streams, queries, nodes = config("q1")
+    with pytest.raises(ValueError, match="q9"):
+        store.sync_config(streams, queries, nodes + [NodeRow("q9", "x", "source", [], {})], at=T0)
+
+
+def test_query_status_and_settings_round_trip(store: SqlStore) -> None:
+    store.sync_config(*config("q1", "q2"), at=T0)
+    assert store.current_settings() == {}
+    store.set_query_settings("q1", settings(), T0)
+    store.set_query_status("q1", "active", T0)
+    store.set_query_status("q2", "rejected", T0, reason="does not fit the memory bound")
+    assert store.current_settings() == {"q1": settings()}
+    no_knob = QuerySettings(fw=1.0, fg=0.0, windows={}, granularity=None, qos=1.0)
+    store.set_query_settings("q2", no_knob, T0)
+    assert store.current_settings() == {"q1": settings(), "q2": no_knob}
+    q2 = store.query("q2")
+    assert q2 is not None and (q2["status"], q2["status_reason"]) == ("rejected", "does not fit the memory bound")
+
+    with pytest.raises(ValueError, match="pending, active, rejected, failed, removed"):
+        store.set_query_status("q1", "running", T0)
+    with pytest.raises(KeyError, match="q9"):
+        store.set_query_settings("q9", settings(), T0)
+    with pytest.raises(ValueError, match="naive"):
+        store.set_query_status("q1", "active", T0.replace(tzinfo=None))
+
+    store.sync_config(*config("q2"), at=T0)  # removed queries have no settings in force
+    assert set(store.current_settings()) == {"q2"}
+
+
+# ------------------------------------------------------------------ history
+
+
+def test_records_show_in_query_overview(store: SqlStore, store_url: str) -> None:
+    store.sync_config(*config("q1", "q2"), at=T0)
+    store.set_query_settings("q1", settings(), T0)
+    store.set_query_status("q1", "active", T0)
+    store.record_observation(
+        Observation(
+            at=T0,
+            streams=[StreamStats("A", rows=0, interval_seconds=10, rate_per_second=0, d=math.inf), StreamStats("B", 50, 10, 5, 2.0, l=1.0, g=1.0)],
+            queries=[QueryMetrics("q1", state_rows=100, state_bytes=6400, selectivities={"q1_w": 0.5})],
+        )
+    )
+    store.record_observation(Observation(at=T0 + timedelta(seconds=10), streams=[], queries=[QueryMetrics("q1", state_rows=120, state_bytes=7680)]))
+    decision_id = store.record_decision(decision(T0))
+    store.record_estimates(T0, [EstimateRow("q1", 5000.0, 1.5), EstimateRow("q2", 100.0, 0.1), EstimateRow(None, 5100.0, 1.6)], decision_id)
+    store.record_estimates(T0 + timedelta(seconds=1), [EstimateRow("q1", 6000.0, 1.7)])
+
+    rows = {r["name"]: r for r in plain_sql(store_url, "SELECT * FROM query_overview")}
+    assert set(rows) == {"q1", "q2"}
+    q1 = rows["q1"]
+    assert (q1["status"], q1["estimated_memory_bytes"], q1["estimated_cpu"]) == ("active", 6000.0, 1.7)
+    assert (q1["measured_state_bytes"], q1["measured_state_rows"]) == (7680, 120)
+    assert q1["qos_fraction"] == 0.75
+    assert rows["q2"]["measured_state_bytes"] is None and rows["q2"]["estimated_memory_bytes"] == 100.0
+
+    [stream_a] = plain_sql(store_url, "SELECT last_d, last_rate_per_second FROM streams WHERE name = 'A'")
+    assert stream_a == {"last_d": math.inf, "last_rate_per_second": 0}
+    [nulls] = plain_sql(store_url, "SELECT count(*) AS n FROM observations WHERE stream IS NOT NULL AND selectivities IS NULL")
+    assert nulls["n"] == 2
+    [linked] = plain_sql(store_url, "SELECT count(*) AS n FROM estimates WHERE decision_id = :id", id=decision_id)
+    assert linked["n"] == 3
+
+
+def test_recent_decisions_view_holds_the_last_hour(store: SqlStore, store_url: str) -> None:
+    now = datetime.now(timezone.utc)
+    recent = store.record_decision(decision(now))
+    store.record_decision(decision(now - timedelta(hours=2), policy="paper-bisection"))
+    rows = plain_sql(store_url, "SELECT id, policy FROM recent_decisions")
+    assert rows == [{"id": recent, "policy": "weighted-qos"}]
+
+
+def test_migrations_and_alerts_views(store: SqlStore, store_url: str) -> None:
+    now = datetime.now(timezone.utc)
+    running = store.record_migration("q1", "genmig", "parallel", now, split_time=now + timedelta(seconds=30), details={"old": 1})
+    done = store.record_migration("q2", "jisc", "started", now)
+    store.update_migration(running, "old_plan_draining", now, details={"new": 2})
+    store.update_migration(done, "finished", now + timedelta(seconds=5), finished=True, lost=0, duplicated=0, differing=0)
+
+    [open_row] = plain_sql(store_url, "SELECT id, query, state FROM open_migrations")
+    assert open_row == {"id": running, "query": "q1", "state": "old_plan_draining"}
+    status = store.status()
+    assert [(m["id"], m["details"]) for m in status["migrations"]] == [(running, {"old": 1, "new": 2})]
+    assert status["migrations"][0]["split_time"] == (now + timedelta(seconds=30)).isoformat()
+    with pytest.raises(KeyError):
+        store.update_migration(999_999, "finished", now)
+
+    store.record_event(EventRecord(now, "query_failed", "error", "q1 stopped", query="q1", details={"attempt": 2}))
+    store.record_event(EventRecord(now, "decision", "info", "nothing to change"))
+    store.record_event(EventRecord(now - timedelta(days=2), "query_rejected", "warning", "old", query="q1"))
+    alerts = plain_sql(store_url, "SELECT kind, query FROM recent_alerts")
+    assert alerts == [{"kind": "query_failed", "query": "q1"}]
+    with pytest.raises(ValueError, match="info, warning, error"):
+        store.record_event(EventRecord(now, "x", "fatal", "bad severity"))
+
+
+def test_prune_observations_deletes_only_older_rows(store: SqlStore, store_url: str) -> None:
+    for minutes in (0, 10, 20):
+        store.record_observation(Observation(at=T0 + timedelta(minutes=minutes), streams=[StreamStats("A", 1, 1, 1, 1)], queries=[QueryMetrics("q1", 1, 1)]))
+    assert store.prune_observations(T0 + timedelta(minutes=10)) == 2
+    remaining = plain_sql(store_url, "SELECT count(*) AS n FROM observations")
+    assert remaining == [{"n": 4}]
+    assert store.prune_observations(T0) == 0
+
+
+# -------------------------------------------------------------------- reads
+
+
+def test_status_decisions_and_events_are_plain_json(store: SqlStore) -> None:
+    empty = store.status()
+    assert empty == {
+        "queries": [],
+        "total": {"estimated_memory_bytes": None, "estimated_cpu": None, "estimated_at": None, "measured_state_bytes": None},
+        "last_decision": None,
+        "migrations": [],
+    }
+    assert store.last_decision() is None and store.decisions() == [] and store.events() == []
+
+    store.sync_config(*config("q1", "q2"), at=T0)
+    store.set_query_settings("q1", settings(), T0)
+    store.record_observation(Observation(at=T0, streams=[], queries=[QueryMetrics("q1", 10, 640), QueryMetrics("q2", 1, 64)]))
+    first = store.record_decision(decision(T0))
+    second = store.record_decision(decision(T0 + timedelta(minutes=1), feasible=False, applied=False, reason="over budget"))
+    store.record_estimates(T0 + timedelta(minutes=1), [EstimateRow("q1", 10.0, 1.0), EstimateRow(None, 12.0, 1.5)], second)
+    store.record_event(EventRecord(T0, "query_rejected", "warning", "q2 does not fit", query="q2"))
+    store.record_event(EventRecord(T0 + timedelta(minutes=2), "config_reloaded", "info", "ok"))
+
+    status = store.status()
+    json.dumps(status, allow_nan=False)
+    assert [q["name"] for q in status["queries"]] == ["q1", "q2"]
+    q1 = status["queries"][0]
+    assert set(q1) == {
+        "name", "status", "status_reason", "weight", "settings", "qos_fraction", "estimated_memory_bytes",
+        "estimated_cpu", "measured_state_bytes", "measured_state_rows", "settings_changed_at",
+    }
+    assert q1["settings"] == settings().as_json() and q1["settings_changed_at"] == T0.isoformat()
+    assert (q1["estimated_memory_bytes"], q1["measured_state_bytes"]) == (10.0, 640)
+    assert status["total"] == {
+        "estimated_memory_bytes": 12.0, "estimated_cpu": 1.5,
+        "estimated_at": (T0 + timedelta(minutes=1)).isoformat(), "measured_state_bytes": 704,
+    }
+    assert status["last_decision"]["id"] == second and status["last_decision"] == store.last_decision()
+
+    decisions = store.decisions()
+    json.dumps(decisions, allow_nan=False)
+    assert [d["id"] for d in decisions] == [second, first]
+    assert decisions[1]["inputs"] == {"bounds": {"memory_bytes": 2e6}, "d": {"A": None}}  # inf has no JSON spelling
+    assert decisions[0]["at"] == (T0 + timedelta(minutes=1)).isoformat() and decisions[0]["feasible"] is False
+    assert [d["id"] for d in store.decisions(since=T0 + timedelta(seconds=30))] == [second]
+    assert [d["id"] for d in store.decisions(limit=1)] == [second]
+
+    events = store.events()
+    assert [e["kind"] for e in events] == ["config_reloaded", "query_rejected"]
+    assert set(events[0]) == {"id", "at", "kind", "severity", "query", "message", "details"}
+    assert [e["kind"] for e in store.events(since=T0 + timedelta(minutes=1))] == ["config_reloaded"]
+    assert [e["kind"] for e in store.events(query="q2")] == ["query_rejected"]
+
+
+# ----------------------------------------------------------- availability
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_postgres_raises_store_unavailable_after_retries() -> None:
+    url = f"postgresql+psycopg://armd:s3cret-pw@127.0.0.1:{closed_port()}/armd"
+    retries: list[tuple[int, float, str]] = []
+    with pytest.raises(StoreUnavailable) as caught:
+        SqlStore.open(url, retries=3, backoff_seconds=0.01, on_retry=lambda *args: retries.append(args))
+    message = str(caught.value)
+    assert [(attempt, delay) for attempt, delay, _ in retries] == [(1, 0.01), (2, 0.02), (3, 0.04)]
+    assert "s3cret-pw" not in message and all("s3cret-pw" not in m for _, _, m in retries)
+    assert "armd:***@127.0.0.1" in message and "4 attempts" in message
+    assert "\n" not in message and caught.value.__cause__ is None
+    with pytest.raises(StoreUnavailable, match="gave up after 1 attempt"):
+        SqlStore.open(url.replace("+psycopg", ""), retries=0)  # the bare scheme uses psycopg 3 too
+
+
+def test_bad_urls_are_store_errors() -> None:
+    with pytest.raises(StoreError, match="not a database URL"):
+        SqlStore.open("armd.db")
+    with pytest.raises(StoreError, match="sqlite or postgresql"):
+        SqlStore.open("mysql://u:pw@localhost/db")
+
+
+def test_redact_url() -> None:
+    assert redact_url("postgresql+psycopg://u:p%40ss@h:5432/db") == "postgresql+psycopg://u:***@h:5432/db"
+    assert redact_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+class Proxy:
+    """A TCP forwarder to a real server that can be cut, to lose the database under a running store."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target, timeout=5)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept(); close() alone would not
+        self.listener.close()
+        for sock in self.sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        self.thread.join(timeout=5)
+
+
+def test_losing_the_database_later_raises_store_unavailable(store_url: str, tmp_path: Path) -> None:
+    if store_url.startswith("sqlite"):
+        url = f"sqlite:///{tmp_path / 'gone' / 'armd.db'}"
+        (tmp_path / "gone").mkdir()
+        store = SqlStore.open(url, retries=0)
+        store.upgrade()
+        store.close()  # drop pooled connections so the next call must open the file again
+        shutil.rmtree(tmp_path / "gone")
+    else:
+        real = make_url(store_url)
+        proxy = Proxy((real.host or "127.0.0.1", real.port or 5432))
+        store = SqlStore.open(real.set(port=proxy.port).render_as_string(hide_password=False), retries=0)
+        store.upgrade()
+        proxy.cut()
+    try:
+        with pytest.raises(StoreUnavailable, match="unavailable") as caught:
+            store.record_event(EventRecord(T0, "x", "info", "lost"))
+        password = make_url(store_url).password
+        assert not password or f":{password}@" not in str(caught.value)
+        with pytest.raises(StoreUnavailable):
+            store.status()
+    finally:
+        store.close()
