@@ -10,13 +10,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
 import sys
 import tomllib
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+from armd.adapters.store import SchemaOutdated, SqlStore, StoreError
 from armd.costmodel.evaluate import PROFILES, Estimate, estimate
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan
+
+from . import logs, render
+from .config import Config, ConfigError, load_config
+from .service import Service, open_store
 
 EXIT_USAGE = 2
 
@@ -44,7 +52,55 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--json", action="store_true", help="print JSON instead of a table")
     est.add_argument("--profile", choices=PROFILES, default="paper", help="engine profile (default: paper)")
     est.set_defaults(handler=_estimate)
+
+    run = commands.add_parser("run", help="run the daemon until SIGTERM or Ctrl-C")
+    _config_option(run)
+    run.add_argument("--live", action="store_true", help="show a live status on the terminal (logs go to --log-file)")
+    run.add_argument("--log-file", type=Path, default=Path("armd.log"), help="log file with --live (default: armd.log)")
+    run.set_defaults(handler=_run)
+
+    check = commands.add_parser("check-config", help="validate a configuration file without starting")
+    check.add_argument("file", type=Path, help="configuration file (TOML), see docs/configuration.md")
+    check.add_argument("--json", action="store_true", help="print the validated configuration as JSON (secrets hidden)")
+    check.set_defaults(handler=_check_config)
+
+    status = commands.add_parser("status", help="queries, settings, estimated vs measured resources, last decision")
+    _config_option(status)
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(handler=_status)
+
+    explain = commands.add_parser("explain", help="why a query has its current settings")
+    explain.add_argument("query", help="query name")
+    _config_option(explain)
+    explain.add_argument("--json", action="store_true", help="print JSON")
+    explain.set_defaults(handler=_explain)
+
+    history = commands.add_parser("history", help="decisions and events, newest first")
+    _config_option(history)
+    history.add_argument("--since", type=_duration, default=None, help="only the last DURATION (e.g. 90s, 30m, 1h, 2d)")
+    history.add_argument("--limit", type=int, default=20, help="at most this many decisions and events each (default 20)")
+    history.add_argument("--json", action="store_true", help="print JSON")
+    history.set_defaults(handler=_history)
+
+    db = commands.add_parser("db", help="metadata store schema")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    upgrade = db_commands.add_parser("upgrade", help="create or upgrade the store's schema to this version of armd")
+    _config_option(upgrade)
+    upgrade.set_defaults(handler=_db_upgrade)
     return parser
+
+
+def _config_option(parser: argparse.ArgumentParser) -> None:
+    default = os.environ.get("ARMD_CONFIG", "config/armd.toml")
+    parser.add_argument("--config", type=Path, default=Path(default), help=f"configuration file (default: $ARMD_CONFIG or {default})")
+
+
+def _duration(text: str) -> timedelta:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}; use a number and a unit s, m, h or d, e.g. 30m")
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match[2]]
+    return timedelta(**{unit: float(match[1])})
 
 
 def load_plan(path: Path) -> PlanSet:
@@ -71,6 +127,127 @@ def _estimate(args: argparse.Namespace) -> int:
         print(json.dumps(estimate_json(plan, result), indent=2))
     else:
         print(estimate_table(plan, result))
+    return 0
+
+
+def load(path: Path) -> Config:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _open_store(config: Config) -> SqlStore:
+    """The store for a read command: connected and on the current schema, or a ``UserError`` saying why."""
+    log = logs.logger(command="cli")
+    try:
+        return open_store(config, log)
+    except SchemaOutdated as exc:
+        raise UserError(str(exc)) from None
+    except StoreError as exc:
+        raise UserError(f"metadata store unavailable: {config.redact(str(exc))}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    log_stream = None
+    if args.live:
+        try:
+            log_stream = args.log_file.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot open log file {args.log_file}: {exc.strerror or exc}") from None
+    logs.configure(config.redact, stream=log_stream)
+    service = Service(config, logs.logger())
+    show = None
+    if args.live:
+        def show() -> None:
+            if service.store is not None:
+                try:
+                    text = render.status_text(service.store.status(), config.redact(config.store.url))
+                except StoreError as exc:
+                    text = f"metadata store unavailable: {config.redact(str(exc))}"
+                print("\033[H\033[2J" + text + f"\n\nlogs: {args.log_file}   Ctrl-C stops", flush=True)
+    try:
+        service.run(every_tick=show)
+    except SchemaOutdated as exc:
+        raise UserError(str(exc)) from None
+    except StoreError as exc:
+        print(f"armd: metadata store unavailable, not starting: {config.redact(str(exc))}", file=sys.stderr)
+        return 1
+    finally:
+        if log_stream is not None:
+            log_stream.close()
+    return 0
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    config = load(args.file)
+    if args.json:
+        print(json.dumps(config.public(), indent=2, default=str))
+    else:
+        print(
+            f"{args.file}: ok — {len(config.plan.queries)} queries ({len(config.qos)} with QoS ranges), "
+            f"{len(config.plan.streams)} streams, policy {config.policy.name}, "
+            f"store {config.redact(config.store.url)}{', dry run' if config.guardrails.dry_run else ''}"
+        )
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    store = _open_store(config)
+    try:
+        data = store.status()
+    finally:
+        store.close()
+    print(json.dumps(data, indent=2) if args.json else render.status_text(data, config.redact(config.store.url)))
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    store = _open_store(config)
+    try:
+        query = store.query(args.query)
+        if query is None:
+            names = [q["name"] for q in store.status()["queries"]]
+            raise UserError(f"no query {args.query!r} in the store; queries: {', '.join(names) or 'none'}")
+        explanation = render.explanation(query, store.last_decision())
+    finally:
+        store.close()
+    print(json.dumps(explanation, indent=2) if args.json else render.explanation_text(explanation))
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    since = datetime.now(timezone.utc) - args.since if args.since else None
+    if args.limit < 1:
+        raise UserError(f"--limit must be ≥ 1, got {args.limit}")
+    store = _open_store(config)
+    try:
+        data = {"decisions": store.decisions(since, args.limit), "events": store.events(since, args.limit)}
+    finally:
+        store.close()
+    print(json.dumps(data, indent=2) if args.json else render.history_text(data))
+    return 0
+
+
+def _db_upgrade(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    try:
+        store = SqlStore.open(config.store.url, retries=config.store.connect_retries,
+                              backoff_seconds=config.store.connect_backoff_seconds)
+    except StoreError as exc:
+        raise UserError(f"metadata store unavailable: {config.redact(str(exc))}") from None
+    try:
+        before = store.schema_revision()
+        store.upgrade()
+        after = store.schema_revision()
+    finally:
+        store.close()
+    print(f"{config.redact(config.store.url)}: schema {before or 'empty'} → {after}" if before != after
+          else f"{config.redact(config.store.url)}: schema already at {after}")
     return 0
 
 

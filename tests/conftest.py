@@ -56,8 +56,14 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """URL of a fresh, empty (never upgraded) database."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'armd.db'}"
-        return
-    engine, server_url = request.getfixturevalue("postgres_admin")
+    else:
+        yield request.getfixturevalue("postgres_database")
+
+
+@pytest.fixture
+def postgres_database(postgres_admin: tuple[Engine, str]) -> Iterator[str]:
+    """URL of a fresh, empty database of its own on the PostgreSQL server, dropped afterwards."""
+    engine, server_url = postgres_admin
     name = f"{TEST_DATABASE_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
     with engine.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))

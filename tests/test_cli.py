@@ -175,3 +175,26 @@ def test_unreadable_and_malformed_files(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 2 and "not valid JSON" in err
     code, _, err = run_cli("estimate", str(write_plan(tmp_path, "[1, 2]")), capsys=capsys)
     assert code == 2 and "must be an object" in err
+
+
+# --- the daemon's commands on bad configurations -------------------------------------------------
+
+from test_config import MINIMAL, MISTAKES  # noqa: E402 - one table of mistakes for the loader and the CLI
+
+
+@pytest.mark.parametrize("command", ["check-config", "run"])
+@pytest.mark.parametrize("change, key, allowed", [m[1:] for m in MISTAKES], ids=[m[0] for m in MISTAKES])
+def test_every_config_mistake_is_exit_2_naming_the_key(tmp_path, capsys, monkeypatch, command, change, key, allowed):
+    monkeypatch.delenv("ARMD_DB_PASSWORD", raising=False)
+    text = MINIMAL.replace(*change) if isinstance(change, tuple) else MINIMAL + "\n" + change + "\n"
+    path = tmp_path / "armd.toml"
+    path.write_text(text)
+    args = [command, str(path)] if command == "check-config" else [command, "--config", str(path)]
+    code, out, err = run_cli(*args, capsys=capsys)
+    assert code == 2 and out == ""
+    assert err.startswith(f"armd: {path}: {key}: ") and allowed in err and err.count("\n") == 1
+
+
+def test_check_config_accepts_the_example(capsys):
+    code, out, _ = run_cli("check-config", str(Path(__file__).resolve().parents[1] / "config" / "armd.toml"), capsys=capsys)
+    assert code == 0 and "ok — 3 queries" in out

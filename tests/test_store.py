@@ -11,7 +11,6 @@ import json
 import math
 import shutil
 import socket
-import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,6 +18,8 @@ from typing import Any, Iterator
 import pytest
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
+
+from netproxy import Proxy
 
 from armd.adapters.store import SchemaOutdated, SqlStore, StoreError, StoreUnavailable, redact_url
 from armd.daemon.ports import (
@@ -344,54 +345,6 @@ def test_bad_urls_are_store_errors() -> None:
 def test_redact_url() -> None:
     assert redact_url("postgresql+psycopg://u:p%40ss@h:5432/db") == "postgresql+psycopg://u:***@h:5432/db"
     assert redact_url("sqlite:///x.db") == "sqlite:///x.db"
-
-
-class Proxy:
-    """A TCP forwarder to a real server that can be cut, to lose the database under a running store."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.sockets: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target, timeout=5)
-            self.sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (src, dst):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def cut(self) -> None:
-        self.listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept(); close() alone would not
-        self.listener.close()
-        for sock in self.sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-        self.thread.join(timeout=5)
 
 
 def test_losing_the_database_later_raises_store_unavailable(store_url: str, tmp_path: Path) -> None:

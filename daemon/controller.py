@@ -1,0 +1,481 @@
+"""The control cycle: observe → estimate → decide → apply → record.
+
+The controller owns the daemon's working state (smoothed rates, the queries
+admitted, the settings in force, the policy's own state) and talks to the
+outside only through the ports of ``ports.py``. Each step is a method the
+scheduler calls; none of them raises for a problem outside armd:
+
+* a failure that concerns one query (applying its settings, admitting it) is
+  caught, logged, counted and alerted, and the step goes on for the others;
+* a store that is down does not lose records: they wait in a backlog, in
+  order, and are written when the store answers again.
+
+Time: the ports carry UTC datetimes; the policies get ``now`` in the cost
+model's time unit, counted from the daemon's start, so cool-downs and
+predicted trajectories use the same unit as window sizes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+import numpy as np
+
+from armd.adapters.store import StoreUnavailable
+from armd.policies.admission import admit
+from armd.policies.base import PolicyInput
+from armd.policies.guardrails import Guarded, Running, guard
+from armd.policies.problem import Problem
+from armd.policies.registry import make_policy
+from armd.policies.trajectory import predict
+from armd.policies.triggers import RateTracker, decision_due
+
+from .config import Config
+from .ports import AlertSink, Applier, EstimateRow, EventRecord, DecisionRecord, NodeRow, QueryRow, QuerySettings, StatsSource, Store, StreamRow
+
+STORE_RETRY_SECONDS = 1.0
+"""While the store is down, writing the backlog is tried again at most this often, so the steps keep their pace."""
+BACKLOG_LIMIT = 100_000
+"""Records kept while the store is down; past this the oldest observations would go, so the daemon says so."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class PendingChanges:
+    decision_id: int | None
+    changes: dict[str, tuple[QuerySettings | None, QuerySettings]]
+
+
+class Controller:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        source: StatsSource,
+        applier: Applier,
+        alerts: AlertSink,
+        log: Any,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store, self.source, self.applier, self.alerts, self.log, self.clock = store, source, applier, alerts, log, clock
+        self.started = clock()
+        self.counters: Counter[str] = Counter()
+        self._backlog: deque[tuple[str, Callable[[], Any]]] = deque()
+        self._store_down = False
+        self._store_tried = self.started
+        self.running: dict[str, QuerySettings] = {}
+        self.changed_at: dict[str, float] = {}
+        self.status: dict[str, str] = {}
+        self.pending: PendingChanges | None = None
+        self.last_decision_at: float | None = None
+        self.policy_state: Any = None
+        self._queries_changed = True
+        self._bounds_changed = False
+        self.config = config
+        self._install(config)
+        self.tracker = RateTracker(config.triggers.alpha, config.triggers.threshold)
+        self._record("sync_config", lambda at=self.clock(): self._sync(at))
+        self.running = self._read_running()
+
+    # --- configuration -----------------------------------------------------------------------
+
+    def _install(self, config: Config) -> None:
+        self.config = config
+        self.policy = make_policy(config.policy.name, config.policy.params)
+        self.full_problem = Problem(config.plan, config.qos)
+        unit = config.model.time_unit_seconds
+        self.rails = replace(config.guardrails, cooldown=config.guardrails.cooldown / unit)
+        self.stream_names = tuple(self.full_problem.batch.stream_names)
+        self.plan_d = np.array([config.plan.streams[s].d for s in self.stream_names], dtype=float)
+        self.admitted: list[str] = [q for q in self.full_problem.queries if self.status.get(q) == "active"]
+        self.problem = self._problem_of(self.admitted)
+
+    def reload(self, config: Config) -> None:
+        """Switch to a new, already validated configuration."""
+        old = self.config
+        queries_changed = old.plan_doc != config.plan_doc or dict(old.qos) != dict(config.qos)
+        self._bounds_changed |= old.bounds != config.bounds
+        if old.policy != config.policy:
+            self.policy_state = None
+        self._install(config)
+        self.tracker = RateTracker(config.triggers.alpha, config.triggers.threshold, self.tracker.smoothed, self.tracker.decided)
+        if queries_changed:
+            self._queries_changed = True
+            self._record("sync_config", lambda at=self.clock(): self._sync(at))
+        self._event("config_reloaded", "info", f"configuration reloaded (queries changed: {queries_changed}, "
+                    f"bounds changed: {self._bounds_changed})", None)
+
+    def reject_reload(self, message: str) -> None:
+        """A reload that could not be taken: the old configuration stays."""
+        self._event("config_reload_failed", "error", f"configuration not reloaded, the old one stays: {message}", None)
+
+    def _sync(self, at: datetime) -> None:
+        plan, doc = self.config.plan, self.config.plan_doc
+        streams = [StreamRow(name, s.size, s.g, s.d) for name, s in plan.streams.items()]
+        queries, nodes = [], []
+        for name in plan.queries:
+            spec = self.config.qos.get(name)
+            qos = {} if spec is None else {
+                "window": list(spec.window) if spec.window else None,
+                "windows": {k: list(v) for k, v in spec.windows.items()},
+                "granularity": list(spec.granularity) if spec.granularity else None,
+            }
+            queries.append(QueryRow(name, doc["queries"][name], qos, spec.weight if spec else 1.0))
+            for node_id in plan.query_nodes(name):
+                node = plan.nodes[node_id]
+                params = {k: getattr(node, k) for k in ("stream", "w", "c", "g", "sel", "groups", "size") if getattr(node, k) is not None}
+                nodes.append(NodeRow(name, node_id, node.op, list(node.inputs), params))
+        self.store.sync_config(streams, queries, nodes, at)
+
+    def _read_running(self) -> dict[str, QuerySettings]:
+        try:
+            return self.store.current_settings()
+        except StoreUnavailable as exc:
+            self.log.warning("store_unavailable", step="read_settings", error=str(exc))
+            return {}
+
+    def _problem_of(self, queries: list[str]) -> Problem:
+        index = {q: i for i, q in enumerate(self.full_problem.queries)}
+        return self.full_problem.subproblem(np.array(sorted(index[q] for q in queries), dtype=np.intp))
+
+    # --- time --------------------------------------------------------------------------------
+
+    def _units(self, at: datetime) -> float:
+        """``at`` in model time units since the daemon started."""
+        return (at - self.started).total_seconds() / self.config.model.time_unit_seconds
+
+    def current_d(self) -> np.ndarray:
+        smoothed = self.tracker.smoothed
+        return np.array([smoothed.get(s, d) for s, d in zip(self.stream_names, self.plan_d)], dtype=float)
+
+    # --- observe and estimate -----------------------------------------------------------------
+
+    def observe(self) -> None:
+        at = self.clock()
+        try:
+            observation = self.source.observe(at)
+        except Exception as exc:  # noqa: BLE001 - the source is outside armd; the loop must go on
+            self._fail("statistics_failed", f"reading statistics failed: {exc}", None, exc)
+            return
+        measured = {s.stream: s.d for s in observation.streams if s.rows > 0 and s.stream in self.stream_names}
+        self.tracker = self.tracker.observe(measured)
+        self._record("observation", lambda: self.store.record_observation(observation))
+        if self.admitted and self.running:
+            rows = self._estimate_rows(self._running_fractions(), self.current_d())
+            self._record("estimates", lambda: self.store.record_estimates(at, rows))
+        self.counters["observations"] += 1
+
+    def _running_fractions(self) -> tuple[np.ndarray, np.ndarray]:
+        fw = np.array([self.running[q].fw if q in self.running else 0.0 for q in self.problem.queries])
+        fg = np.array([self.running[q].fg if q in self.running else 0.0 for q in self.problem.queries])
+        return fw, fg
+
+    def _estimate_rows(self, fractions: tuple[np.ndarray, np.ndarray], stream_d: np.ndarray) -> list[EstimateRow]:
+        outcome = self.problem.evaluate(*fractions, stream_d, with_qos=False)
+        rows = [EstimateRow(q, float(m), float(c)) for q, m, c in zip(self.problem.queries, outcome.query_memory, outcome.query_cpu)]
+        rows.append(EstimateRow(None, float(outcome.total_memory), float(outcome.total_cpu)))
+        return rows
+
+    # --- admission and decisions -------------------------------------------------------------
+
+    def admit_new(self) -> None:
+        """Admit or reject every configured query that is neither active nor rejected yet."""
+        at = self.clock()
+        stream_d = self.current_d()
+        bounds = self.config.bounds
+        configured = set(self.full_problem.queries)
+        for query in [q for q in self.status if q not in configured]:
+            del self.status[query]
+            self.running.pop(query, None)
+        for query in self.full_problem.queries:
+            if self.status.get(query) in ("active", "rejected"):
+                continue
+            try:
+                verdict = admit(self._problem_of([*self.admitted, query]), bounds, query, stream_d)
+            except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
+                self._fail("query_failed", f"admission of {query!r} failed: {exc}", query, exc)
+                continue
+            if verdict.admitted:
+                self.admitted.append(query)
+                self.status[query] = "active"
+                self._event("query_admitted", "info", verdict.reason, query)
+                self._record("status", lambda q=query, r=verdict.reason: self.store.set_query_status(q, "active", at, r))
+            else:
+                self.status[query] = "rejected"
+                details = {"memory_shortfall_bytes": verdict.memory_shortfall, "cpu_shortfall": verdict.cpu_shortfall}
+                self._event("query_rejected", "warning", verdict.reason, query, details)
+                self._record("status", lambda q=query, r=verdict.reason: self.store.set_query_status(q, "rejected", at, r))
+        self.admitted.sort(key=self.full_problem.queries.index)
+        self.problem = self._problem_of(self.admitted)
+
+    def decide(self) -> None:
+        """Decide when a trigger fires or the periodic interval has passed."""
+        if self._queries_changed:
+            self.admit_new()
+        at = self.clock()
+        now = self._units(at)
+        trigger = decision_due(self.tracker, self._queries_changed, self._bounds_changed)
+        period = self.config.schedule.decide_seconds / self.config.model.time_unit_seconds
+        if trigger is None:
+            if self.last_decision_at is not None and now - self.last_decision_at < period:
+                return
+            trigger = "periodic"
+        if not self.admitted:
+            self._queries_changed = self._bounds_changed = False
+            self.last_decision_at = now
+            return
+        self._decide(at, now, trigger)
+
+    def _decide(self, at: datetime, now: float, trigger: str) -> None:
+        problem, bounds, rails = self.problem, self.config.bounds, self.rails
+        stream_d = self.current_d()
+        changed = None if self._queries_changed or self._bounds_changed else self.tracker.drifted()
+        started = time.perf_counter()
+        decision = self.policy.decide(PolicyInput(problem, bounds, now, stream_d, self.policy_state, changed))
+        running = self._running_for(problem)
+        guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d)
+        duration_ms = (time.perf_counter() - started) * 1e3
+
+        proposed = self._settings(problem, decision.fw, decision.fg)
+        applied = self._settings(problem, guarded.fw, guarded.fg)
+        changes = {
+            q: (self.running.get(q), s)
+            for q, s in applied.items()
+            if q not in self.running or self.running[q].windows != s.windows or self.running[q].granularity != s.granularity
+        }
+        trajectory = None
+        if running is not None:
+            old_outcome = problem.evaluate(running.fw, running.fg, stream_d)
+            trajectory = predict(
+                problem, bounds, now,
+                (*problem.values(running.fw, running.fg), old_outcome),
+                (*problem.values(guarded.fw, guarded.fg), guarded.outcome),
+            )
+        cooling = {q for q in guarded.held if now - self.changed_at.get(q, -math.inf) < rails.cooldown}
+        per_query = {
+            q: {
+                "proposed": proposed[q].as_json(),
+                "applied": applied[q].as_json(),
+                "guardrail": _guardrail(q, guarded, cooling),
+                "estimated_memory_bytes": float(guarded.outcome.query_memory[i]),
+                "estimated_cpu": float(guarded.outcome.query_cpu[i]),
+            }
+            for i, q in enumerate(problem.queries)
+        }
+        record = DecisionRecord(
+            at=at,
+            policy=self.policy.name,
+            trigger=trigger,
+            feasible=bool(decision.feasible),
+            dry_run=rails.dry_run,
+            applied=guarded.apply and bool(changes),
+            weighted_qos=float(problem.weighted_qos(guarded.outcome.qos)),
+            reason=decision.reason,
+            estimated_memory_bytes=float(guarded.outcome.total_memory),
+            estimated_cpu=float(guarded.outcome.total_cpu),
+            duration_ms=duration_ms,
+            inputs={
+                "bounds": {"memory_bytes": bounds.memory, "cpu": bounds.cpu, "reserve": bounds.reserve,
+                           "usable_memory_bytes": bounds.usable_memory, "usable_cpu": bounds.usable_cpu},
+                "stream_d": {s: _json_number(d) for s, d in zip(self.stream_names, stream_d)},
+                "changed_streams": sorted(changed) if changed is not None else None,
+                "queries": list(problem.queries),
+                "guardrails": {"cooldown": rails.cooldown, "hysteresis": rails.hysteresis,
+                               "max_step": rails.max_step, "dry_run": rails.dry_run},
+                "now": now,
+            },
+            outputs={
+                "queries": per_query,
+                "held": list(guarded.held),
+                "limited": list(guarded.limited),
+                "forced": list(guarded.forced),
+                "proposed_weighted_qos": float(decision.weighted_qos),
+                "bounds_hold_at": trajectory.bounds_hold_at if trajectory else None,
+                "trajectory": trajectory.as_rows() if trajectory else [],
+                "details": _json_safe(decision.details),
+            },
+        )
+        rows = self._estimate_rows((guarded.fw, guarded.fg), stream_d)
+        holder: dict[str, int] = {}
+
+        def write() -> None:
+            holder["id"] = self.store.record_decision(record)
+            self.store.record_estimates(at, rows, holder["id"])
+
+        self._record("decision", write)
+        self.log.info(
+            "decision_made", policy=self.policy.name, trigger=trigger, feasible=record.feasible,
+            weighted_qos=round(record.weighted_qos, 6), changes=len(changes), dry_run=rails.dry_run,
+            duration_ms=round(duration_ms, 3),
+        )
+        if not decision.feasible:
+            self._event("bounds_unreachable", "error", decision.reason, None, {"trigger": trigger})
+        self.policy_state = decision.state
+        self.tracker = self.tracker.decide_with()
+        self._queries_changed = self._bounds_changed = False
+        self.last_decision_at = now
+        self.counters["decisions"] += 1
+        if guarded.apply and changes:
+            self.pending = PendingChanges(holder.get("id"), changes)
+
+    def _running_for(self, problem: Problem) -> Running | None:
+        if not any(q in self.running for q in problem.queries):
+            return None
+        fw, fg = self._running_fractions()
+        changed = np.array([self.changed_at.get(q, math.nan) for q in problem.queries])
+        return Running(fw, fg, changed)
+
+    def _settings(self, problem: Problem, fw: np.ndarray, fg: np.ndarray) -> dict[str, QuerySettings]:
+        w, g = problem.values(fw, fg)
+        qos = problem.qos(w, g)
+        node_ids = problem.batch.node_ids
+        windows: dict[int, dict[str, float]] = {}
+        for node, qi in zip(problem.win_idx, problem.win_query):
+            windows.setdefault(int(qi), {})[node_ids[node]] = float(w[node])
+        granularity: dict[int, float] = {}
+        for node, qi in zip(problem.gran_idx, problem.gran_query):
+            granularity.setdefault(int(qi), float(g[node]))
+        return {
+            q: QuerySettings(float(fw[i]), float(fg[i]), windows.get(i, {}), granularity.get(i), float(qos[i]))
+            for i, q in enumerate(problem.queries)
+        }
+
+    # --- apply --------------------------------------------------------------------------------
+
+    def apply(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        at = self.clock()
+        now = self._units(at)
+        retry: dict[str, tuple[QuerySettings | None, QuerySettings]] = {}
+        for query, (old, new) in pending.changes.items():
+            if query not in self.admitted:
+                continue
+            migration: dict[str, int] = {}
+            details = {"old": old.as_json() if old else None, "new": new.as_json(), "decision_id": pending.decision_id}
+            self._record("migration", lambda q=query: migration.setdefault(
+                "id", self.store.record_migration(q, self.applier.name, "running", at, details=details)))
+            try:
+                strategy = self.applier.apply(query, old, new)
+            except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
+                self._finish_migration(migration, "failed", {**details, "error": self.config.redact(str(exc))})
+                self._fail("apply_failed", f"applying settings to {query!r} failed: {exc}", query, exc)
+                retry[query] = (old, new)
+                continue
+            self._finish_migration(migration, "done", {**details, "strategy": strategy})
+            self.running[query] = new
+            self.changed_at[query] = now
+            self._record("settings", lambda q=query, s=new: self.store.set_query_settings(q, s, at))
+            self.log.info("settings_applied", query=query, strategy=strategy, windows=dict(new.windows),
+                          granularity=new.granularity, qos=round(new.qos, 6))
+            self.counters["applied"] += 1
+        if retry and self.pending is None:
+            self.pending = PendingChanges(pending.decision_id, retry)
+
+    def _finish_migration(self, migration: dict[str, int], state: str, details: dict[str, Any]) -> None:
+        at = self.clock()
+        # The record may still sit in the backlog; the update runs after it, in order.
+        self._record("migration", lambda: self.store.update_migration(migration["id"], state, at, finished=True, details=details))
+
+    # --- housekeeping --------------------------------------------------------------------------
+
+    def housekeeping(self) -> None:
+        at = self.clock()
+        cutoff = at - timedelta(days=self.config.store.retention_days)
+
+        def prune() -> None:
+            removed = self.store.prune_observations(cutoff)
+            self.log.info("observations_pruned", removed=removed, older_than=cutoff.isoformat())
+
+        self._record("prune", prune)
+
+    def flush(self, force: bool = False) -> bool:
+        """Write the backlog (while the store is down, at most every ``STORE_RETRY_SECONDS``); True when it is empty."""
+        if self._store_down and not force:
+            if (self.clock() - self._store_tried).total_seconds() < STORE_RETRY_SECONDS:
+                return False
+        self._store_tried = self.clock()
+        while self._backlog:
+            kind, write = self._backlog[0]
+            try:
+                write()
+            except StoreUnavailable as exc:
+                self._store_unavailable(kind, exc)
+                return False
+            self._backlog.popleft()
+        if self._store_down:
+            self._store_down = False
+            self.log.info("store_available_again")
+        return True
+
+    # --- recording, events and failures --------------------------------------------------------
+
+    def _record(self, kind: str, write: Callable[[], Any]) -> None:
+        self._backlog.append((kind, write))
+        if len(self._backlog) > BACKLOG_LIMIT:
+            dropped = self._backlog.popleft()
+            self.counters["records_dropped"] += 1
+            self.log.error("backlog_full", dropped=dropped[0], limit=BACKLOG_LIMIT)
+        self.flush()
+
+    def _store_unavailable(self, kind: str, exc: Exception) -> None:
+        self.counters["store_errors"] += 1
+        if not self._store_down:
+            self._store_down = True
+            self.log.error("store_unavailable", step=kind, error=str(exc), backlog=len(self._backlog))
+
+    def note(self, kind: str, message: str, details: dict[str, Any] | None = None) -> None:
+        """Record an informational event (the daemon started, stopped, …)."""
+        self._event(kind, "info", message, None, details)
+
+    def _event(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None) -> None:
+        """Log, record and — when it is a warning or an error — alert."""
+        event = EventRecord(self.clock(), kind, severity, self.config.redact(message), query, _json_safe(details or {}))
+        getattr(self.log, severity)(kind, query=query, message=event.message)
+        self._record("event", lambda: self.store.record_event(event))
+        if severity != "info":
+            self.alerts.alert(event)
+
+    def _fail(self, kind: str, message: str, query: str | None, exc: Exception) -> None:
+        self.counters["query_errors" if query else "errors"] += 1
+        self._event(kind, "error", message, query, {"error_type": type(exc).__name__})
+
+
+def _guardrail(query: str, guarded: Guarded, cooling: set[str]) -> str | None:
+    if query in guarded.forced:
+        return "forced: reduction applied despite the guardrails to keep the bounds"
+    if query in guarded.limited:
+        return "limited to the maximum step"
+    if query in guarded.held:
+        return "held by the cool-down" if query in cooling else "held by the hysteresis band"
+    return None
+
+
+def _json_number(value: float) -> float | str:
+    return "inf" if math.isinf(value) else float(value)
+
+
+def _json_safe(value: Any) -> Any:
+    """Policy details as plain JSON: numpy scalars and arrays become numbers and lists."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _json_safe(value.tolist()) if value.size <= 64 else f"<array of {value.size}>"
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)

@@ -1,0 +1,266 @@
+"""The control cycle against recording fakes of the store, the applier and the alert sink.
+
+The store fake keeps what it is given in lists and can be switched off, so
+these tests see every record the controller writes, in order, and what
+happens while the store is down. The real store is covered by
+``test_store.py`` and the whole daemon by ``test_daemon.py``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from structlog.testing import capture_logs
+
+import structlog
+
+from armd.adapters.store import StoreUnavailable
+from armd.adapters.synthetic import Schedule, SyntheticSource
+from armd.daemon.config import load_config
+from armd.daemon.controller import Controller
+from armd.daemon.ports import QuerySettings
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+CONFIG = """
+[store]
+url = "sqlite:///unused.db"
+
+[bounds]
+memory_bytes = {memory}
+cpu = 100
+reserve = 0.0
+
+[guardrails]
+dry_run = {dry_run}
+
+[triggers]
+threshold = {threshold}
+
+[schedule]
+observe_seconds = 1
+decide_seconds = 10
+
+[plan]
+file = "{plan}"
+
+[queries.clicks_per_view]
+window = [1000, 60000]
+
+[queries.clicks_per_second]
+granularity = [10000, 1000]
+"""
+
+PLAN = Path(__file__).resolve().parents[1] / "config" / "plans" / "example.json"
+
+
+class MemoryStore:
+    """Keeps every record; ``down = True`` makes every call fail like an unreachable database."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.calls: list[tuple[str, object]] = []
+        self.settings: dict[str, QuerySettings] = {}
+        self.statuses: dict[str, str] = {}
+        self._ids = 0
+
+    def _call(self, name: str, payload: object = None) -> int:
+        if self.down:
+            raise StoreUnavailable("database is down")
+        self._ids += 1
+        self.calls.append((name, payload))
+        return self._ids
+
+    def of(self, name: str) -> list[object]:
+        return [payload for call, payload in self.calls if call == name]
+
+    def sync_config(self, streams, queries, nodes, at):
+        self._call("sync_config", [q.name for q in queries])
+
+    def set_query_status(self, query, status, at, reason=None):
+        self._call("status", (query, status))
+        self.statuses[query] = status
+
+    def set_query_settings(self, query, settings, at):
+        self._call("settings", (query, settings))
+        self.settings[query] = settings
+
+    def current_settings(self):
+        if self.down:
+            raise StoreUnavailable("database is down")
+        return dict(self.settings)
+
+    def record_observation(self, observation):
+        self._call("observation", observation)
+
+    def record_estimates(self, at, rows, decision_id=None):
+        self._call("estimates", (decision_id, rows))
+
+    def record_decision(self, record):
+        return self._call("decision", record)
+
+    def record_event(self, event):
+        return self._call("event", event)
+
+    def record_migration(self, query, strategy, state, at, split_time=None, details=None):
+        return self._call("migration", (query, strategy, state))
+
+    def update_migration(self, id, state, at, *, finished=False, lost=None, duplicated=None, differing=None, details=None):
+        self._call("migration_update", (id, state))
+
+    def prune_observations(self, older_than):
+        return self._call("prune", older_than) and 0
+
+    def close(self):
+        pass
+
+
+class Applier:
+    name = "recording"
+
+    def __init__(self, source: SyntheticSource, failing: set[str] = frozenset()) -> None:
+        self.source, self.failing, self.applied = source, set(failing), []
+
+    def apply(self, query, old, new):
+        if query in self.failing:
+            raise RuntimeError(f"cluster refused {query}")
+        self.applied.append((query, new))
+        return "direct"
+
+
+class Alerts:
+    def __init__(self) -> None:
+        self.events = []
+
+    def alert(self, event):
+        self.events.append(event)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def make(tmp_path, memory=200_000, dry_run=False, failing=(), burst=None, threshold=0.2):
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(memory=memory, dry_run=str(dry_run).lower(), plan=PLAN, threshold=threshold))
+    config = load_config(path)
+    schedules = {name: Schedule(s.rate_per_second) for name, s in config.source.streams.items()}
+    if burst:
+        stream, at, factor = burst
+        base = schedules[stream].rate_per_second
+        schedules[stream] = Schedule(base, bursts=[(at, 1e9, factor)])
+    source = SyntheticSource(schedules, 1, config.model.time_unit_seconds, START)
+    store, alerts, clock = MemoryStore(), Alerts(), Clock()
+    applier = Applier(source, set(failing))
+    controller = Controller(config, store, source, applier, alerts, structlog.get_logger(), clock)
+    return controller, store, applier, alerts, clock
+
+
+def cycle(controller, clock, seconds=1.0):
+    clock.advance(seconds)
+    controller.observe()
+    controller.decide()
+    controller.apply()
+
+
+def test_a_cycle_observes_decides_applies_and_records(tmp_path):
+    controller, store, applier, _, clock = make(tmp_path)
+    cycle(controller, clock)
+    assert store.of("sync_config") == [["clicks_per_view", "clicks_per_second", "big_orders"]]
+    assert {q for q, s in store.of("status")} == {"clicks_per_view", "clicks_per_second", "big_orders"}
+    assert len(store.of("observation")) == 1
+    (decision,) = store.of("decision")
+    assert decision.feasible and decision.trigger == "queries added or removed"
+    decision_estimates = [rows for decision_id, rows in store.of("estimates") if decision_id is not None]
+    assert decision_estimates and decision_estimates[0][-1].query is None  # the total comes last
+    assert {q for q, _ in applier.applied} == {"clicks_per_view", "clicks_per_second", "big_orders"}
+    assert set(store.settings) == {"clicks_per_view", "clicks_per_second", "big_orders"}
+    assert [state for _, _, state in store.of("migration")] == ["running"] * 3
+    assert [state for _, state in store.of("migration_update")] == ["done"] * 3
+    assert decision.estimated_memory_bytes <= 200_000
+
+
+def test_no_decision_without_a_trigger_until_the_period_passes(tmp_path):
+    controller, store, _, _, clock = make(tmp_path, threshold=100.0)  # no rate moves that far
+    for _ in range(10):  # t = 1 … 10 s: the first decision at 1 s, then nothing for decide_seconds = 10
+        cycle(controller, clock)
+    assert len(store.of("decision")) == 1
+    cycle(controller, clock)
+    assert [d.trigger for d in store.of("decision")] == ["queries added or removed", "periodic"]
+
+
+def test_a_rate_burst_triggers_a_decision_that_fits_again(tmp_path):
+    # clicks ×20 from t = 5 s: the settings in force no longer fit, the next decision cuts them.
+    controller, store, _, _, clock = make(tmp_path, memory=150_000, burst=("clicks", 5.0, 20.0))
+    cycle(controller, clock)
+    first = store.of("decision")[-1]
+    for _ in range(8):
+        cycle(controller, clock)
+    triggered = [d for d in store.of("decision") if d.trigger.startswith("rate of")]
+    assert triggered, [d.trigger for d in store.of("decision")]
+    last = triggered[-1]
+    assert last.feasible and last.estimated_memory_bytes <= 150_000
+    assert last.weighted_qos < first.weighted_qos
+
+
+def test_dry_run_decides_and_records_but_applies_nothing(tmp_path):
+    controller, store, applier, _, clock = make(tmp_path, dry_run=True)
+    for _ in range(3):
+        cycle(controller, clock)
+    assert store.of("decision") and all(d.dry_run and not d.applied for d in store.of("decision"))
+    assert applier.applied == [] and store.of("settings") == [] and store.of("migration") == []
+
+
+def test_one_query_failing_to_apply_does_not_stop_the_others(tmp_path):
+    controller, store, applier, alerts, clock = make(tmp_path, failing={"clicks_per_view"})
+    with capture_logs() as logs:
+        cycle(controller, clock)
+    assert {q for q, _ in applier.applied} == {"clicks_per_second", "big_orders"}
+    assert controller.counters["query_errors"] == 1
+    assert [e.kind for e in alerts.events] == ["apply_failed"] and alerts.events[0].query == "clicks_per_view"
+    assert any(line["event"] == "apply_failed" and line["query"] == "clicks_per_view" for line in logs)
+    assert [state for _, state in store.of("migration_update")].count("failed") == 1
+    applier.failing.clear()
+    clock.advance(1)
+    controller.apply()  # the failed change is retried
+    assert "clicks_per_view" in store.settings
+
+
+def test_records_wait_while_the_store_is_down_and_none_is_lost(tmp_path):
+    controller, store, _, _, clock = make(tmp_path)
+    cycle(controller, clock)
+    written = len(store.of("observation"))
+    store.down = True
+    with capture_logs() as logs:
+        for _ in range(4):
+            cycle(controller, clock)
+    assert len(store.of("observation")) == written
+    assert [line["event"] for line in logs].count("store_unavailable") == 1  # said once per outage
+    store.down = False
+    cycle(controller, clock)
+    observations = store.of("observation")
+    assert len(observations) == written + 5
+    times = [o.at for o in observations]
+    assert times == sorted(times)  # in order
+
+
+def test_a_query_that_cannot_fit_even_at_its_minimum_is_rejected(tmp_path):
+    # 15,000 bytes hold the all-minimum setting of the first two queries (4,588 B) but not big_orders' fixed 10,128 B on top.
+    controller, store, _, alerts, clock = make(tmp_path, memory=12_000)
+    cycle(controller, clock)
+    assert store.statuses["big_orders"] == "rejected"
+    assert store.statuses["clicks_per_view"] == "active"
+    (event,) = [e for e in alerts.events if e.kind == "query_rejected"]
+    assert event.query == "big_orders" and "memory" in event.message and event.details["memory_shortfall_bytes"] > 0
+    assert "big_orders" not in controller.problem.queries
