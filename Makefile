@@ -12,8 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The daemon on embedded defaults: SQLite file armd.db, synthetic source, live status until Ctrl-C.
 run: $(STAMP)
-	$(BIN)/armd estimate config/plans/example.json
+	$(BIN)/armd db upgrade --config config/armd.toml
+	$(BIN)/armd run --config config/armd.toml --live
 
 # The metadata store's tests also run on a real PostgreSQL: scripts/postgres-up
 # starts a throwaway server on 127.0.0.1 (unless ARMD_TEST_POSTGRES_URL names
