@@ -377,14 +377,22 @@ enough that a kernel's temporaries (512 KB each) stay in the CPU cache."""
 _SPARE_BYTES = 1 << 30
 """Most memory a BatchPlan keeps between evaluations for reuse (see ``BatchPlan.evaluate``)."""
 
+_SPARE_REUSE = 4
+"""A spare serves evaluations down to a quarter of its size (a larger one is not tied up by a small one)."""
+
 
 def _pop_spare(spares: dict, size: int) -> tuple[np.ndarray | None, int]:
-    """Remove spares[size] and return it with its reference count as seen here (0 when absent).
+    """Remove the smallest spare of ``size`` to ``_SPARE_REUSE``·``size`` elements and return it
+    with its reference count as seen here (0 when absent).
 
-    The count of an array nothing else refers to is measured once, below, through this same
-    function, so that it does not depend on how the interpreter counts a call's references.
+    A larger spare serves a smaller evaluation through its first ``size`` elements, so that a
+    search alternating between a few widths K (a policy's grid, refinement and lift) keeps one
+    block mapped instead of page-faulting a fresh one for every width. The count of an array
+    nothing else refers to is measured once, below, through this same function, so that it does
+    not depend on how the interpreter counts a call's references.
     """
-    array = spares.pop(size, None)
+    fitting = [key for key in list(spares) if size <= key <= _SPARE_REUSE * size]
+    array = spares.pop(min(fitting), None) if fitting else None
     return array, 0 if array is None else sys.getrefcount(array)
 
 
@@ -1129,7 +1137,8 @@ class BatchPlan:
         next evaluation reuses that block (instead of fresh pages) only when no
         array of this result, and no view of one, is referenced any more, so a
         result stays valid for as long as it is held. Up to ``_SPARE_BYTES``
-        (two blocks at most) stay allocated between evaluations for this.
+        (two blocks at most) stay allocated between evaluations for this; a kept
+        block also serves evaluations of up to four times fewer settings.
         """
         w_all = self._override("w", w, self.w, self._window_check, allow_inf=False)
         g_all = self._override("g", g, self.g, self._granularity_check, allow_inf=False)
@@ -1157,7 +1166,7 @@ class BatchPlan:
         if references != _UNREFERENCED:  # absent, or a result of an earlier evaluation is still held
             arena = np.empty(size)
         D, L, G, S, M, C = arena[:6 * n * K].reshape(6, n, K)
-        sub_m, sub_c = arena[6 * n * K:].reshape(2, deep, K)
+        sub_m, sub_c = arena[6 * n * K:size].reshape(2, deep, K)  # a reused spare may be larger
         static_size = self._static_size
         if static_size is None:
             S[:ns] = self._source_size_read
@@ -1223,7 +1232,7 @@ class BatchPlan:
             sums = self._incidence @ np.hstack((M, C))  # (Q + 1, 2K); sequential sums in node_ids order
             query_memory, query_cpu = sums[:-1, :K], sums[:-1, K:]
             total_memory, total_cpu = sums[-1, :K], sums[-1, K:]
-        self._keep(size, arena)
+        self._keep(arena.size, arena)
         if not trailing:
             return BatchResult(
                 D[:, 0], L[:, 0], G[:, 0], S[:, 0], M[:, 0], C[:, 0],

@@ -79,6 +79,30 @@ class Outcome:
         return (self.total_memory <= memory) & (self.total_cpu <= cpu)
 
 
+@dataclass(frozen=True)
+class Part:
+    """One kind of knob (windows or granularities) for K settings, ready to be estimated.
+
+    ``values`` (knobs of that kind, K) are the allowed values the fractions
+    round to, ``score`` (Q, K) each query's sum of those knobs' positions in
+    their ranges (0 for a query without such a knob). A setting's window part
+    and granularity part are independent, so a search that moves one kind of
+    knob (or re-prices a fixed grid) reuses the other part instead of rounding
+    and scoring every knob again; see ``Problem.evaluate_parts``.
+    """
+
+    values: np.ndarray
+    score: np.ndarray
+
+    @property
+    def width(self) -> int:
+        return self.score.shape[1]
+
+    def take(self, columns) -> Part:
+        """The given settings (columns), in the given order."""
+        return Part(self.values[:, columns], self.score[:, columns])
+
+
 class Problem:
     """A plan set with QoS ranges, ready for repeated vectorised evaluation."""
 
@@ -86,7 +110,7 @@ class Problem:
         unknown = set(qos) - set(plan.queries)
         if unknown:
             raise QoSError(f"QoS declared for unknown quer{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}")
-        self.qos_specs = dict(qos)
+        self._qos_specs = dict(qos)
         self.batch = batch or BatchPlan.compile(plan)
         self.queries: tuple[str, ...] = tuple(self.batch.query_names)
         index = {node_id: i for i, node_id in enumerate(self.batch.node_ids)}
@@ -166,14 +190,27 @@ class Problem:
         self.knobs = self.window_knobs + self.has_granularity
         self.adjustable = self.knobs > 0
         # Sums window-knob fractions per query with one sparse product.
-        self._window_owner = sp.csr_matrix(
-            (np.ones(len(self.win_query)), (self.win_query, np.arange(len(self.win_query)))),
-            shape=(n_queries, len(self.win_query)),
-        )
+        knobs = len(self.win_query)
+        if np.all(self.win_query[1:] >= self.win_query[:-1]):  # as built: straight to CSR, no COO step
+            starts = np.concatenate(([0], np.cumsum(self.window_knobs.astype(np.intp))))
+            self._window_owner = sp.csr_matrix((np.ones(knobs), np.arange(knobs), starts), shape=(n_queries, knobs))
+        else:
+            self._window_owner = sp.csr_matrix(
+                (np.ones(knobs), (self.win_query, np.arange(knobs))), shape=(n_queries, knobs)
+            )
         self._gran_first = np.unique(self.gran_query, return_index=True)[1]
         """Position (in the granularity knobs) of each query's first granularity node."""
         self._buffers: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._grids: dict[tuple, tuple[Part, Part]] = {}
         self._subproblems: dict[tuple[int, ...], Problem] = {}
+
+    @property
+    def qos_specs(self) -> dict[str, QueryQoS]:
+        """The QoS declarations of this problem's queries."""
+        if self._qos_specs is None:
+            parent = self._parent_specs
+            self._qos_specs = {q: parent[q] for q in self.queries if q in parent}
+        return self._qos_specs
 
     @property
     def plan(self) -> PlanSet:
@@ -200,23 +237,29 @@ class Problem:
         sub = object.__new__(Problem)
         sub.batch = batch
         sub.queries = tuple(batch.query_names)
-        sub.qos_specs = {q: self.qos_specs[q] for q in sub.queries if q in self.qos_specs}
+        sub._parent_specs = self.qos_specs  # the sub-problem's own mapping is built on first use
         sub.weights = self.weights[keep]
         sub.shares_nodes = self.shares_nodes
         query_rank = np.full(len(self.queries), -1, dtype=np.intp)
         query_rank[keep] = np.arange(len(keep))
         node_rank = np.full(len(self.batch.node_ids), -1, dtype=np.intp)
         node_rank[batch.parent_positions] = np.arange(len(batch.parent_positions))
-        windows = query_rank[self.win_query] >= 0
+        windows = windows_kept = query_rank[self.win_query] >= 0
         sub.win_idx = node_rank[self.win_idx[windows]]
         sub.win_query = query_rank[self.win_query[windows]]
         sub.win_low, sub.win_high = self.win_low[windows], self.win_high[windows]
-        granularities = query_rank[self.gran_query] >= 0
+        granularities = granularities_kept = query_rank[self.gran_query] >= 0
         sub.gran_idx = node_rank[self.gran_idx[granularities]]
         sub.gran_query = query_rank[self.gran_query[granularities]]
         sub.g_coarse, sub.g_fine = self.g_coarse[keep], self.g_fine[keep]
         sub._readers = {}
+        sub._qos_specs = None
         sub._derive()
+        for key, (grid_w, grid_g) in self._grids.items():  # the grid's parts, by rows
+            sub._grids[key] = (
+                Part(grid_w.values[windows_kept], grid_w.score[keep]),
+                Part(grid_g.values[granularities_kept], grid_g.score[keep]),
+            )
         self._subproblems[key] = sub
         return sub
 
@@ -281,6 +324,82 @@ class Problem:
         fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
         return self._qos(*self._knob_values(fw, fg), fw.shape[1:])
 
+    # --- parts: knob values and scores computed once, estimated many times ----------------------
+
+    def window_part(self, fw: np.ndarray) -> Part:
+        """Window values and scores for per-query window fractions of shape (Q,) (one setting) or (Q, K)."""
+        fw = np.asarray(fw, dtype=float)
+        fw = fw.reshape(len(fw), -1)
+        tail = fw.shape[1:]
+        low, high = self._column(self.win_low, tail), self._column(self.win_high, tail)
+        values = window_values(fw[self.win_query], low, high)
+        return Part(values, self._window_score(values, tail))
+
+    def granularity_part(self, fg: np.ndarray) -> Part:
+        """Granularity values and scores for per-query granularity fractions of shape (Q,) or (Q, K)."""
+        fg = np.asarray(fg, dtype=float)
+        fg = fg.reshape(len(fg), -1)
+        tail = fg.shape[1:]
+        q = self.gran_query
+        values = granularity_values(fg[q], self._column(self.g_coarse[q], tail), self._column(self.g_fine[q], tail))
+        return Part(values, self._granularity_score(values, tail))
+
+    def grid_parts(self, levels_w, levels_g) -> tuple[Part, Part]:
+        """Window and granularity parts of the grid: every query at (levels_w[i], levels_g[j]).
+
+        Settings are ordered i-major (column i·len(levels_g) + j). Computed once
+        per problem and grid, since they do not depend on the streams.
+        """
+        key = (tuple(map(float, levels_w)), tuple(map(float, levels_g)))
+        parts = self._grids.get(key)
+        if parts is None:
+            n = len(self.queries)
+            windows = self.window_part(np.tile(np.asarray(key[0]), (n, 1)))
+            granularities = self.granularity_part(np.tile(np.asarray(key[1]), (n, 1)))
+            parts = (
+                windows.take(np.repeat(np.arange(len(key[0])), len(key[1]))),
+                granularities.take(np.tile(np.arange(len(key[1])), len(key[0]))),
+            )
+            for part in parts:
+                part.values.flags.writeable = part.score.flags.writeable = False
+            self._grids[key] = parts
+        return parts
+
+    def evaluate_parts(
+        self,
+        windows: Part | list[Part],
+        granularities: Part | list[Part],
+        stream_d: np.ndarray | None = None,
+        with_qos: bool = True,
+    ) -> Outcome:
+        """``evaluate`` for settings given as parts (always with the trailing axis K).
+
+        A list of parts stands for their settings side by side (without joining
+        them into one array); a part of width 1 stands for the same value in
+        all K settings.
+        """
+        windows = windows if isinstance(windows, list) else [windows]
+        granularities = granularities if isinstance(granularities, list) else [granularities]
+        K = max(sum(p.width for p in windows), sum(p.width for p in granularities))
+        w, g = self._buffer((K,))
+        for target, index, parts in ((w, self.win_idx, windows), (g, self.gran_idx, granularities)):
+            column = 0
+            for part in parts:
+                width = part.width if len(parts) > 1 else K
+                target[index, column:column + width] = part.values
+                column += width
+        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d)
+        qos = None
+        if with_qos:
+            score = np.hstack([p.score for p in windows]) if len(windows) > 1 else windows[0].score
+            score = score + (np.hstack([p.score for p in granularities]) if len(granularities) > 1
+                             else granularities[0].score)
+            qos = self._mean_position(score, (K,))
+        return Outcome(
+            result.query_memory.copy(), result.query_cpu.copy(),
+            np.copy(result.total_memory), np.copy(result.total_cpu), qos,
+        )
+
     def _knob_values(self, fw: np.ndarray, fg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         tail = fw.shape[1:]
         windows = window_values(fw[self.win_query], self._column(self.win_low, tail), self._column(self.win_high, tail))
@@ -295,29 +414,48 @@ class Problem:
         knob rows change between calls), for the batch evaluator that does not
         keep them.
         """
-        buffers = self._buffers.get(tail) if reuse else None
-        if buffers is None:
-            shape = (len(self.batch.w), *tail)
-            buffers = (
-                np.broadcast_to(self.batch.w.reshape(-1, *([1] * len(tail))), shape).copy(),
-                np.broadcast_to(self.batch.g.reshape(-1, *([1] * len(tail))), shape).copy(),
-            )
-            if reuse:
-                self._buffers[tail] = buffers
-        w, g = buffers
+        w, g = self._buffer(tail) if reuse else self._plan_values(tail)
         w[self.win_idx] = windows
         g[self.gran_idx] = granularities
         return w, g
 
+    def _buffer(self, tail: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Scratch (N, …) value arrays kept per shape; only their knob rows are ever written."""
+        buffers = self._buffers.get(tail)
+        if buffers is None:
+            buffers = self._buffers[tail] = self._plan_values(tail)
+        return buffers
+
+    def _plan_values(self, tail: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        shape = (len(self.batch.w), *tail)
+        return (
+            np.broadcast_to(self.batch.w.reshape(-1, *([1] * len(tail))), shape).copy(),
+            np.broadcast_to(self.batch.g.reshape(-1, *([1] * len(tail))), shape).copy(),
+        )
+
     def _qos(self, windows: np.ndarray, granularities: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
+        total = self._window_score(windows, tail)
+        total += self._granularity_score(granularities, tail)
+        return self._mean_position(total, tail)
+
+    def _window_score(self, windows: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
+        """Per query, the sum of its window knobs' positions in their ranges."""
         total = np.zeros((len(self.queries), *tail))
         if len(self.win_idx):
             low, high = self._column(self.win_low, tail), self._column(self.win_high, tail)
             total += self._window_owner @ window_fractions(windows, low, high)
+        return total
+
+    def _granularity_score(self, granularities: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
+        """Per query, its granularity knob's position in its range (0 without one)."""
+        total = np.zeros((len(self.queries), *tail))
         if len(self._gran_first):
             q = self.gran_query[self._gran_first]
             coarse, fine = self._column(self.g_coarse[q], tail), self._column(self.g_fine[q], tail)
-            total[q] += granularity_fractions(granularities[self._gran_first], coarse, fine)
+            total[q] = granularity_fractions(granularities[self._gran_first], coarse, fine)
+        return total
+
+    def _mean_position(self, total: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
         knobs = self._column(np.where(self.adjustable, self.knobs, 1.0), tail)
         return np.where(self._column(self.adjustable, tail), total / knobs, 1.0)
 

@@ -15,9 +15,11 @@ most weighted QoS:
    one vectorised evaluation prices all options of all queries (memory and
    CPU per query, and the QoS each achieves after rounding to allowed values).
 2. *Choose.* One option per query under two budgets is a multiple-choice
-   knapsack. A Lagrangian relaxation prices memory and CPU; bisection finds
-   the lowest price whose choice fits, and a greedy pass spends what is left
-   on the upgrades with the most QoS per unit of budget.
+   knapsack. A Lagrangian relaxation prices memory and CPU; a bisection that
+   re-prices only the queries at the margin (warm-started from the previous
+   round's price), finished by an exact sweep of their concave-hull segments,
+   finds the best price level that fits, and a greedy pass spends what is
+   left on the upgrades with the most QoS per unit of budget.
 3. *Refine.* Each query then gets options one half-step around its choice
    (window up or down, granularity up or down, or stay) and the knapsack is
    solved again, halving the step a few times. Staying is always allowed, so
@@ -29,7 +31,11 @@ most weighted QoS:
 Per-query estimates count a node shared by several queries in each of them,
 so a choice that fits by the sum of per-query estimates also fits the exact
 total. After a rate change of some streams only the queries reading them are
-re-decided, within the budget the other queries leave (see ``decide``).
+re-decided, within the budget the other queries leave, in one evaluation
+(see ``_incremental``). Speed comes from pricing less, not from searching
+less: the grid's knob values and QoS are computed once per problem, a
+refinement round rounds only the knobs it moves, and the knapsack touches
+only the rows whose choice the price can still change.
 """
 
 from __future__ import annotations
@@ -40,8 +46,8 @@ import numpy as np
 
 from .base import Decision, PolicyInput, infeasible_at_minimum
 from .problem import Outcome, Problem
+from .repair import fit_exactly
 
-_PRICE_STEPS = 30
 _SAFE = 1.0 - 1e-9
 """Budgets for sums of per-query estimates are shaved by a relative 1e-9, so that a different
 summation order of the exact total can never tip a chosen setting over a bound."""
@@ -49,6 +55,12 @@ _LIFT_POINTS = 8
 """Window lifts tried in the last scan, δ = 0 included."""
 _SCANS = (16, 16, 4)
 _GRANULARITY_STEPS = 10
+_NEIGHBOURS = (-0.25, -0.0625, 0.0625)
+"""Moves of one fraction around the setting in force offered by an incremental re-decision."""
+_WINDOW_MOVES = np.array([0, 1, 2, 0, 0])
+_GRANULARITY_MOVES = np.array([0, 0, 0, 1, 2])
+"""A refinement round's options (stay, window down, window up, granularity down, granularity up) as
+columns of the rounded window trials (stay, down, up) and granularity trials (stay, down, up)."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +135,20 @@ class WeightedQoS:
             found, outcome = self._lift(problem, given.stream_d, memory, cpu, found)
             found.facts["uniform_start"] = True
         reason = f"per-query fractions, {found.facts['binding']} binding"
-        return self._decision(problem, found.fw, found.fg, outcome, True, reason, found.facts)
+        fw, fg, facts = found.fw, found.fg, found.facts
+        if not outcome.fits(bounds):
+            # Per-query prices were not exact (a query reads another query's knob): scale down to fit,
+            # and take the paper's uniform setting instead if that is better.
+            fw, fg, outcome, factor = fit_exactly(problem, bounds, fw, fg, given.stream_d)
+            facts = {**facts, "scaled_to_fit": factor}
+            uniform = self._uniform(problem, given.stream_d, memory, cpu)
+            if uniform is not None:
+                ufw, ufg = np.full(n, uniform[0]), np.full(n, uniform[1])
+                candidate = problem.evaluate(ufw, ufg, given.stream_d)
+                if candidate.fits(bounds) and problem.weighted_qos(candidate.qos) > problem.weighted_qos(outcome.qos):
+                    fw, fg, outcome, facts = ufw, ufg, candidate, {**facts, "uniform_chosen": True}
+            reason += f"; the exact total needed the fractions scaled by {facts['scaled_to_fit']:.4f}"
+        return self._decision(problem, fw, fg, outcome, True, reason, facts)
 
     def _improve(
         self,
@@ -133,47 +158,76 @@ class WeightedQoS:
         cpu: float,
         starts: list[tuple[np.ndarray, np.ndarray]],
         rounds: int,
+        ceiling: bool = True,
     ) -> Found | None:
         """Knapsack over the option grid and the given starting settings, then local refinement.
 
         The best starting setting that fits is kept as an option throughout,
         so the result is never worse than it. Returns None when not even the
-        all-minimum setting fits. The facts carry ``baseline_ceiling``, an
-        upper bound of the weighted QoS the paper's uniform setting can reach.
+        all-minimum setting fits. With ``ceiling`` the facts carry
+        ``baseline_ceiling``, an upper bound of the weighted QoS the paper's
+        uniform setting can reach. The grid's knob values and scores are
+        computed once per problem (``Problem.grid_parts``); a refinement round
+        rounds and scores three window and three granularity trials and
+        estimates their five combinations; each round's knapsack starts its
+        price search from the previous round's price.
         """
         n = len(problem.queries)
         rows = np.arange(n)
         weight = np.where(problem.adjustable, problem.weights, 0.0)[:, None]
-        grid_w, grid_g = np.meshgrid(
-            np.linspace(0.0, 1.0, self.window_levels), np.linspace(0.0, 1.0, self.granularity_levels), indexing="ij"
-        )
-        options_w = np.column_stack([*(w for w, _ in starts), np.tile(grid_w.ravel(), (n, 1))])
-        options_g = np.column_stack([*(g for _, g in starts), np.tile(grid_g.ravel(), (n, 1))])
-        priced = problem.evaluate(options_w, options_g, stream_d)
+        grid = problem.grid_parts(self._levels_w, self._levels_g)  # cached: only the estimates are new
+        if starts:
+            windows = [problem.window_part(np.column_stack([w for w, _ in starts])), grid[0]]
+            granularities = [problem.granularity_part(np.column_stack([g for _, g in starts])), grid[1]]
+        else:
+            windows, granularities = [grid[0]], [grid[1]]
+        priced = problem.evaluate_parts(windows, granularities, stream_d)
         exact_fit = priced.fits_budget(memory, cpu)
         if not exact_fit[len(starts)]:  # grid column 0 is the all-minimum setting
             return None
-        ceiling = self._baseline_ceiling(problem, exact_fit[len(starts):])
+        ceiling = self._baseline_ceiling(problem, exact_fit[len(starts):]) if ceiling else None
         value, a, b = weight * priced.qos, priced.query_memory / (memory * _SAFE), priced.query_cpu / (cpu * _SAFE)
         fitting = [k for k in range(len(starts) + 1) if exact_fit[k]]  # starts were found by exact totals
         stay = max(fitting, key=lambda k: value[:, k].sum())
-        choice, binding = choose(value, a, b, stay=stay)
+        choice, binding, price = knapsack(value, a, b, stay=stay)
+        fraction_w = np.concatenate([*(w[:, None] for w, _ in starts), np.tile(self._grid_w, (n, 1))], axis=1)
+        fraction_g = np.concatenate([*(g[:, None] for _, g in starts), np.tile(self._grid_g, (n, 1))], axis=1)
+        fw, fg = fraction_w[rows, choice], fraction_g[rows, choice]
+        chosen = (priced.query_memory[rows, choice], priced.query_cpu[rows, choice], priced.qos[rows, choice])
 
         step_w = 0.5 / (self.window_levels - 1)
         step_g = 0.5 / (self.granularity_levels - 1)
         for _ in range(rounds):
-            fw, fg = options_w[rows, choice], options_g[rows, choice]
-            options_w = np.clip(np.stack([fw, fw - step_w, fw + step_w, fw, fw], axis=1), 0.0, 1.0)
-            options_g = np.clip(np.stack([fg, fg, fg, fg - step_g, fg + step_g], axis=1), 0.0, 1.0)
-            priced = problem.evaluate(options_w, options_g, stream_d)
+            # stay, window down, window up, granularity down, granularity up: each kind rounded once
+            trial_w = np.clip(np.column_stack([fw, fw - step_w, fw + step_w]), 0.0, 1.0)
+            trial_g = np.clip(np.column_stack([fg, fg - step_g, fg + step_g]), 0.0, 1.0)
+            windows, granularities = problem.window_part(trial_w), problem.granularity_part(trial_g)
+            priced = problem.evaluate_parts(windows.take(_WINDOW_MOVES), granularities.take(_GRANULARITY_MOVES), stream_d)
             value, a, b = weight * priced.qos, priced.query_memory / (memory * _SAFE), priced.query_cpu / (cpu * _SAFE)
-            choice, binding = choose(value, a, b, stay=0)
+            choice, binding, price = knapsack(value, a, b, stay=0, price=price)
+            fw, fg = trial_w[rows, _WINDOW_MOVES[choice]], trial_g[rows, _GRANULARITY_MOVES[choice]]
+            chosen = (priced.query_memory[rows, choice], priced.query_cpu[rows, choice], priced.qos[rows, choice])
             step_w, step_g = step_w / 2, step_g / 2
         return Found(
-            options_w[rows, choice], options_g[rows, choice], priced.query_memory[rows, choice],
-            priced.query_cpu[rows, choice], priced.qos[rows, choice],
-            {"binding": binding, "window_step": 2 * step_w, "baseline_ceiling": ceiling},
+            fw, fg, *chosen, {"binding": binding, "window_step": 2 * step_w, "baseline_ceiling": ceiling},
         )
+
+    @property
+    def _levels_w(self) -> np.ndarray:
+        return np.linspace(0.0, 1.0, self.window_levels)
+
+    @property
+    def _levels_g(self) -> np.ndarray:
+        return np.linspace(0.0, 1.0, self.granularity_levels)
+
+    @property
+    def _grid_w(self) -> np.ndarray:
+        """Window fraction of each grid option (i-major, like ``Problem.grid_parts``)."""
+        return np.repeat(self._levels_w, self.granularity_levels)
+
+    @property
+    def _grid_g(self) -> np.ndarray:
+        return np.tile(self._levels_g, self.window_levels)
 
     def _baseline_ceiling(self, problem: Problem, grid_fits: np.ndarray) -> float:
         """An upper bound of the paper's weighted QoS, read off the priced option grid.
@@ -246,7 +300,7 @@ class WeightedQoS:
         n = len(found.fw)
         rows, deltas = np.arange(n), np.linspace(0.0, found.facts["window_step"], _LIFT_POINTS)
         trial = np.minimum(found.fw[:, None] + deltas[None, :], 1.0)
-        priced = problem.evaluate(trial, np.repeat(found.fg[:, None], _LIFT_POINTS, axis=1), stream_d)
+        priced = problem.evaluate_parts(problem.window_part(trial), problem.granularity_part(found.fg), stream_d)
         by_query = (priced.query_memory.sum(axis=0) <= memory * _SAFE) & (priced.query_cpu.sum(axis=0) <= cpu * _SAFE)
         fits = by_query & priced.fits_budget(memory, cpu)
         top = int(np.flatnonzero(fits)[-1]) if fits.any() else 0
@@ -263,10 +317,12 @@ class WeightedQoS:
     def _incremental(self, given: PolicyInput, state: WeightedState) -> Decision | None:
         """Re-decide only the queries reading the changed streams, in the budget the others leave.
 
-        Cheaper than a full decision: one knapsack over the option grid and
-        the settings in force, one refinement round, no uniform start. Returns
-        None (decide from scratch) when those queries cannot fit that budget
-        even at their minimum.
+        Cheaper than a full decision: one evaluation and one knapsack over the
+        option grid, the settings in force and their neighbours (window or
+        granularity fraction moved by 1/16, 1/8 or 1/4 of the range either
+        way), no refinement round, no lift, no uniform start. Returns None
+        (decide from scratch) when those queries cannot fit that budget even
+        at their minimum.
         """
         problem, bounds = given.problem, given.bounds
         affected = problem.queries_reading(given.changed_streams)
@@ -277,7 +333,11 @@ class WeightedQoS:
         if len(affected) == 0 or memory <= 0 or cpu <= 0 or problem.shares_nodes:
             return None
         sub = problem.subproblem(affected)
-        found = self._improve(sub, given.stream_d, memory, cpu, [(state.fw[affected], state.fg[affected])], 1)
+        fw, fg = state.fw[affected], state.fg[affected]
+        near = [(fw, fg)]
+        for step in _NEIGHBOURS:
+            near += [(np.clip(fw + step, 0.0, 1.0), fg), (fw, np.clip(fg + step, 0.0, 1.0))]
+        found = self._improve(sub, given.stream_d, memory, cpu, near, 0, ceiling=False)
         if found is None or found.query_memory.sum() > memory or found.query_cpu.sum() > cpu:
             return None  # even the all-minimum option does not fit what the other queries leave
         fw, fg = state.fw.copy(), state.fg.copy()
@@ -316,90 +376,213 @@ def choose(value: np.ndarray, a: np.ndarray, b: np.ndarray, stay: int | None = N
     never worse than it. Returns the chosen column per row and which budget
     bound the choice ("memory", "cpu", "memory and cpu" or "none").
     """
-    rows = np.arange(len(value))
-    candidates: list[tuple[np.ndarray, str]] = []
-    if stay is not None:
-        candidates.append((_fill(value, a, b, np.full(len(value), stay)), "none"))
+    picked, label, _ = knapsack(value, a, b, stay)
+    return picked, label
+
+
+def knapsack(
+    value: np.ndarray, a: np.ndarray, b: np.ndarray, stay: int | None = None, price: float | None = None
+) -> tuple[np.ndarray, str, float | None]:
+    """``choose``, warm-started: the price search starts from ``price`` (e.g. the previous round's).
+
+    Also returns the price level it ended at (``price`` unchanged when no
+    budget is over), for the next warm start. The start only changes how
+    many trial prices are needed, not the choice (see ``_priced_choice``).
+    """
+    n = len(value)
+    rows = np.arange(n)
     free = np.argmax(value, axis=1)
     over_a, over_b = a[rows, free].sum() > 1.0, b[rows, free].sum() > 1.0
     if not (over_a or over_b):
-        return free, "none"
+        return free, "none", price
     # price the budgets that are over first; if no price level fits both that way, mix the prices
     if over_a and over_b:
         mixes = ((None, "memory and cpu"), (0.0, "memory"), (1.0, "cpu"))
     else:
         mixes = (((0.0, "memory"),) if over_a else ((1.0, "cpu"),)) + ((None, "memory and cpu"),)
+    candidates: list[tuple[np.ndarray, str]] = [] if stay is None else [(np.full(n, stay), "none")]
     for mix, label in mixes:
-        picked = _priced_choice(value, a, b, mix)
-        if picked is not None:
-            candidates.append((_fill(value, a, b, picked), label))
+        found = _priced_choice(value, a, b, mix, price)
+        if found is not None:
+            candidates.append((found[0], label))
+            price = found[1]
             break
     if not candidates:
         raise ValueError("no option per row fits both budgets and no known-fitting option was given")
+    # only the better start gets the (full-width) greedy fill: it spends a sliver of budget
     best, label = max(candidates, key=lambda item: value[rows, item[0]].sum())
-    return best, label
+    return _fill(value, a, b, best), label, price
 
 
-def _priced_choice(value: np.ndarray, a: np.ndarray, b: np.ndarray, mix: float | None) -> np.ndarray | None:
-    """The choice at the lowest price that fits both budgets, pricing a·(1 − mix) + b·mix.
+_MARGIN_ROWS = 8
+"""The price bisection stops once this few rows still choose differently at its two ends; they are swept."""
 
-    ``mix`` None weighs each budget by how far the unpriced choice overshoots it.
+
+def _priced_choice(
+    value: np.ndarray, a: np.ndarray, b: np.ndarray, mix: float | None, hint: float | None = None
+) -> tuple[np.ndarray, float] | None:
+    """The best fitting choice of a Lagrangian relaxation pricing a·(1 − mix) + b·mix, and its price.
+
+    ``mix`` None weighs each budget by how far the unpriced choice overshoots
+    it (which is over, as ``knapsack`` calls this only then). The price is
+    bracketed from ``hint`` (or 1): the choice at the low end does not fit,
+    the one at the high end does. A row choosing the same at both ends
+    chooses it at every price between, so the bisection re-prices only the
+    rows at the margin, which shrink with every step; once few are left (or
+    the bracket is tight) they are settled by ``_sweep``, which is exact. So
+    the hint changes how many trial prices are needed, not the result
+    (beyond ties). None when no price fits.
     """
     rows = np.arange(len(value))
     if mix is None:
         free = np.argmax(value, axis=1)
         over_a, over_b = max(a[rows, free].sum() - 1.0, 0.0), max(b[rows, free].sum() - 1.0, 0.0)
         mix = over_b / (over_a + over_b) if over_a + over_b > 0 else 0.5
-    cost = a * (1.0 - mix) + b * mix
+    cost = a if mix == 0.0 else b if mix == 1.0 else a * (1.0 - mix) + b * mix
 
     def attempt(price: float) -> tuple[bool, np.ndarray]:
         picked = np.argmax(value - price * cost, axis=1)
         return a[rows, picked].sum() <= 1.0 and b[rows, picked].sum() <= 1.0, picked
 
-    high = 1.0
-    while True:
-        ok, high_pick = attempt(high)
-        if ok:
-            break
-        if high > 1e30:
-            return None
-        high *= 16.0
-    low = high / 16.0 if high > 1.0 else 0.0  # the last price that did not fit (0 fits never here)
-    for _ in range(_PRICE_STEPS):
-        if high - low <= 1e-3 * high:
-            break
-        middle = (low + high) / 2
-        ok, picked = attempt(middle)
-        if ok:
-            high, high_pick = middle, picked
+    factor = 4.0 if hint is not None and hint > 0 else 16.0
+    high = hint if hint is not None and hint > 0 else 1.0
+    ok, high_pick = attempt(high)
+    if ok:  # walk down to a price that does not fit; price 0 picks the unpriced choice, which does not
+        low, low_pick = 0.0, np.argmax(value, axis=1)
+        for _ in range(30):
+            ok, pick = attempt(high / factor)
+            if not ok:
+                low, low_pick = high / factor, pick
+                break
+            high, high_pick = high / factor, pick
+    else:
+        low, low_pick = high, high_pick
+        while True:
+            high *= factor
+            if high > 1e30:
+                return None
+            ok, high_pick = attempt(high)
+            if ok:
+                break
+            low, low_pick = high, high_pick
+    # bisect on the rows that choose differently at the two ends (compacted); the others are fixed
+    live = np.flatnonzero(low_pick != high_pick)
+    total_a, total_b = a[rows, high_pick].sum(), b[rows, high_pick].sum()
+    v, c, a_live, b_live = value[live], cost[live], a[live], b[live]
+    low_live, high_live = low_pick[live], high_pick[live]
+    while len(live) > _MARGIN_ROWS and high - low > 1e-9 * high:
+        r = np.arange(len(live))
+        was_a, was_b = a_live[r, high_live].sum(), b_live[r, high_live].sum()
+        middle = np.sqrt(low * high) if 0 < 4 * low < high else (low + high) / 2
+        picked = np.argmax(v - middle * c, axis=1)
+        now_a, now_b = a_live[r, picked].sum(), b_live[r, picked].sum()
+        if total_a - was_a + now_a <= 1.0 and total_b - was_b + now_b <= 1.0:
+            high, high_live = middle, picked
+            total_a, total_b = total_a - was_a + now_a, total_b - was_b + now_b
+            keep = picked != low_live
         else:
-            low = middle
-    return high_pick
+            low, low_live = middle, picked
+            keep = picked != high_live
+        high_pick[live] = high_live
+        live, v, c, a_live, b_live = live[keep], v[keep], c[keep], a_live[keep], b_live[keep]
+        low_live, high_live = low_live[keep], high_live[keep]
+    high_pick[live] = high_live
+    if len(live):
+        rest_a = a[rows, high_pick].sum() - a[live, high_live].sum()
+        rest_b = b[rows, high_pick].sum() - b[live, high_live].sum()
+        swept = _sweep(v, a_live, b_live, c, 1.0 - rest_a, 1.0 - rest_b)
+        if swept is not None and v[np.arange(len(live)), swept].sum() > v[np.arange(len(live)), high_live].sum():
+            high_pick[live] = swept
+    return high_pick, high
+
+
+def _sweep(value, a, b, cost, budget_a: float, budget_b: float) -> np.ndarray | None:
+    """The exact Lagrangian sweep over some rows: the longest fitting prefix of their hull segments.
+
+    As the price on ``cost`` falls, each row's choice walks along its upper
+    concave hull of (cost, value) (``_hulls``), so the choices of all prices
+    are the prefixes of all rows' hull segments sorted by slope (gain per
+    unit of cost). Returns the choice of the longest prefix with Σ a ≤
+    budget_a and Σ b ≤ budget_b, or None when not even the hull starts fit.
+    """
+    n = len(value)
+    rows = np.arange(n)
+    hull = _hulls(value, cost)
+    start = hull[:, 0]
+    base_a, base_b = a[rows, start].sum(), b[rows, start].sum()
+    if not (base_a <= budget_a and base_b <= budget_b):
+        return None
+    step, seg_row = np.nonzero(hull[:, 1:].T >= 0)  # step-major: a row's segments in hull order
+    here, there = hull[seg_row, step], hull[seg_row, step + 1]
+    slope = (value[seg_row, there] - value[seg_row, here]) / (cost[seg_row, there] - cost[seg_row, here])
+    order = np.argsort(-slope, kind="stable")  # slopes fall along a hull: a row's segments stay in order
+    seg_row, here, there = seg_row[order], here[order], there[order]
+    total_a = base_a + np.cumsum(a[seg_row, there] - a[seg_row, here])
+    total_b = base_b + np.cumsum(b[seg_row, there] - b[seg_row, here])
+    fitting = np.flatnonzero((total_a <= budget_a) & (total_b <= budget_b))
+    taken = 0 if len(fitting) == 0 else int(fitting[-1]) + 1
+    return hull[rows, np.bincount(seg_row[:taken], minlength=n)]
+
+
+def _hulls(value: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Per row, the options on the upper concave hull of (cost, value) from the cheapest, by rising cost.
+
+    Returns (Q, H) option indices padded with −1: column 0 is the cheapest
+    option (the most valuable among equally cheap ones), and each next one
+    the option with the steepest gain per unit of cost over the previous.
+    A gift-wrapping walk, vectorised over rows; finished rows drop out.
+    """
+    n, k = value.shape
+    cheapest = cost.min(axis=1)
+    current = np.argmax(np.where(cost == cheapest[:, None], value, -np.inf), axis=1)
+    hull = np.full((n, k), -1, dtype=np.intp)
+    hull[:, 0] = current
+    live = np.arange(n)
+    for j in range(1, k):
+        c, v = cost[live], value[live]
+        here = current[live][:, None]
+        dc = c - np.take_along_axis(c, here, axis=1)
+        dv = v - np.take_along_axis(v, here, axis=1)
+        up = (dc > 0.0) & (dv > 0.0)
+        slope = np.divide(dv, dc, out=np.full(dv.shape, -np.inf), where=up)
+        nxt = np.argmax(slope, axis=1)
+        more = up[np.arange(len(live)), nxt]
+        live, nxt = live[more], nxt[more]
+        if len(live) == 0:
+            return hull[:, :j]
+        hull[live, j] = nxt
+        current[live] = nxt
+    return hull
 
 
 def _fill(value: np.ndarray, a: np.ndarray, b: np.ndarray, picked: np.ndarray, rounds: int = 2) -> np.ndarray:
-    """Spend leftover budget on single-row upgrades with the most value per unit of budget."""
+    """Spend leftover budget on single-row upgrades with the most value per unit of budget.
+
+    Only the (row, option) upgrades that fit the slack on their own are
+    scored; the best of each row is taken in order of efficiency while the
+    running totals stay within the slack.
+    """
     rows = np.arange(len(value))
     picked = picked.copy()
     for _ in range(rounds):
-        chosen_a, chosen_b = a[rows, picked], b[rows, picked]
+        chosen_v, chosen_a, chosen_b = value[rows, picked], a[rows, picked], b[rows, picked]
         slack_a, slack_b = 1.0 - chosen_a.sum(), 1.0 - chosen_b.sum()
-        gain = value - value[rows, picked][:, None]
-        cost_a, cost_b = a - chosen_a[:, None], b - chosen_b[:, None]
-        usable = (gain > 0) & (cost_a <= slack_a) & (cost_b <= slack_b)
-        if not usable.any():
+        usable = value > chosen_v[:, None]
+        usable &= a - chosen_a[:, None] <= slack_a
+        usable &= b - chosen_b[:, None] <= slack_b
+        row, option = np.nonzero(usable)
+        if len(row) == 0:
             break
+        cost_a, cost_b = a[row, option] - chosen_a[row], b[row, option] - chosen_b[row]
         spend = np.maximum(cost_a, 0.0) / max(slack_a, 1e-300) + np.maximum(cost_b, 0.0) / max(slack_b, 1e-300)
-        efficiency = np.where(usable, gain / np.maximum(spend, 1e-300), -np.inf)
-        option = np.argmax(efficiency, axis=1)
-        movers = np.flatnonzero(np.isfinite(efficiency[rows, option]))
-        order = movers[np.argsort(-efficiency[movers, option[movers]], kind="stable")]
-        running_a = cost_a[order, option[order]].cumsum()
-        running_b = cost_b[order, option[order]].cumsum()
+        efficiency = (value[row, option] - chosen_v[row]) / np.maximum(spend, 1e-300)
+        best = np.lexsort((-efficiency, row))  # per row, the most efficient upgrade first
+        first = best[np.flatnonzero(np.r_[True, row[best][1:] != row[best][:-1]])]
+        order = first[np.argsort(-efficiency[first], kind="stable")]
         # the longest prefix whose running totals stay within the slack at every point
-        within = np.maximum.accumulate(np.maximum(running_a - slack_a, running_b - slack_b)) <= 0
+        within = np.maximum.accumulate(np.maximum(cost_a[order].cumsum() - slack_a, cost_b[order].cumsum() - slack_b)) <= 0
         take = order[within]
         if len(take) == 0:
             break
-        picked[take] = option[take]
+        picked[row[take]] = option[take]
     return picked

@@ -319,6 +319,29 @@ def test_section54_in_chunks_with_both_knobs_varying():
         assert_matches_scalar(parse_plan(changed), single)
 
 
+def test_a_kept_block_serves_smaller_evaluations_with_the_same_numbers():
+    """A search alternates widths K (grid, refinement, lift): the block of a wider evaluation is
+    reused by narrower ones (no fresh pages), and the numbers do not depend on which block is used."""
+    workload = section54(60, seed=2)
+    batch = BatchPlan.compile(parse_plan(workload.doc))
+    rng = np.random.default_rng(3)
+    w = np.where(np.isnan(batch.w), 1.0, batch.w)[:, None] * rng.uniform(0.5, 1.0, (len(batch.w), 8))
+    batch.evaluate(w=w)  # K = 8; the result is dropped, so its block is kept
+    (start,) = (block.__array_interface__["data"][0] for block in batch._spares.values())  # no reference kept
+
+    def block_start(result) -> int:
+        return result.d.base.__array_interface__["data"][0]
+
+    narrow = batch.evaluate(w=w[:, :3])  # K = 3 reuses the block of K = 8 through its start
+    assert block_start(narrow) == start
+    fresh = BatchPlan.compile(parse_plan(workload.doc)).evaluate(w=w[:, :3])
+    for name in ("d", "l", "memory", "cpu", "query_memory", "query_cpu", "total_memory", "total_cpu"):
+        assert np.array_equal(getattr(narrow, name), getattr(fresh, name)), name
+    del narrow
+    tiny = batch.evaluate(w=w[:, :1])  # more than four times narrower: a block of its own
+    assert block_start(tiny) != start
+
+
 class BatchResultColumn:
     """Column j of a BatchResult with a trailing axis, as a 1-D result."""
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +18,7 @@ from armd.policies.paper import PaperBisection
 from armd.policies.problem import Bounds, Problem
 from armd.policies.qos import QoSError, QueryQoS, granularity_values, window_values
 from armd.policies.registry import make_policy
-from armd.policies.weighted import WeightedQoS, choose
+from armd.policies.weighted import WeightedQoS, _priced_choice, choose, knapsack
 
 
 def join_query(stream_a: str, stream_b: str, w: float) -> dict:
@@ -298,3 +301,100 @@ def test_registry_names_the_valid_choices() -> None:
         make_policy("paper-bisection", {"p": 3})
     with pytest.raises(ValueError, match="steps must be"):
         make_policy("paper-bisection", {"steps": 0})
+
+
+# --- the knapsack: price sweep, warm start; priced parts ------------------------------------------
+
+
+def random_knapsack(seed: int, rows: int, columns: int):
+    """Options whose value and both costs grow together (like the grid), budgets that bind."""
+    rng = np.random.default_rng(seed)
+    a = np.sort(rng.random((rows, columns)), axis=1) * 2.0 / rows
+    b = np.sort(rng.random((rows, columns)), axis=1) * rng.uniform(0.5, 3.0) / rows
+    value = np.sort(rng.random((rows, columns)), axis=1) * rng.uniform(0.5, 2.0, size=(rows, 1))
+    a[:, 0] = b[:, 0] = 0.0
+    return value, a, b
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), rows=st.integers(1, 300), columns=st.integers(2, 16))
+def test_price_sweep_is_never_worse_than_any_lagrangian_choice(seed, rows, columns) -> None:
+    """The margin bisection plus the hull sweep (only hull options are ever swept) keeps the best
+    choice any price level gives: compare with argmax(value − λ·cost) over a dense grid of λ."""
+    value, a, b = random_knapsack(seed, rows, columns)
+    r = np.arange(rows)
+    picked = _priced_choice(value, a, b, 0.0)
+    if picked is None:
+        return
+    choice, _ = picked
+    assert a[r, choice].sum() <= 1.0 and b[r, choice].sum() <= 1.0
+    best = 0.0
+    for price in np.geomspace(1e-3, 1e6, 400):
+        trial = np.argmax(value - price * a, axis=1)
+        if a[r, trial].sum() <= 1.0 and b[r, trial].sum() <= 1.0:
+            best = max(best, value[r, trial].sum())
+    assert value[r, choice].sum() >= best - 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), rows=st.integers(1, 300), columns=st.integers(2, 16),
+       hint=st.floats(1e-4, 1e6))
+def test_warm_start_chooses_as_a_cold_start(seed, rows, columns, hint) -> None:
+    value, a, b = random_knapsack(seed, rows, columns)
+    cold, cold_label, _ = knapsack(value, a, b, stay=0)
+    warm, warm_label, _ = knapsack(value, a, b, stay=0, price=hint)
+    r = np.arange(rows)
+    assert warm_label == cold_label
+    assert value[r, warm].sum() == pytest.approx(value[r, cold].sum(), rel=1e-12, abs=1e-12)
+    for choice in (cold, warm):
+        assert a[r, choice].sum() <= 1.0 and b[r, choice].sum() <= 1.0
+        assert value[r, choice].sum() >= value[:, 0].sum()  # never worse than the known-fitting stay
+
+
+def test_parts_evaluate_exactly_like_fractions() -> None:
+    problem = small_workload(3, 30)
+    n = len(problem.queries)
+    rng = np.random.default_rng(5)
+    fw, fg = rng.random((n, 4)), rng.random((n, 4))
+    whole = problem.evaluate(fw, fg)
+    parts = problem.evaluate_parts(problem.window_part(fw), problem.granularity_part(fg))
+    for name in ("query_memory", "query_cpu", "total_memory", "total_cpu", "qos"):
+        assert np.array_equal(getattr(parts, name), getattr(whole, name)), name
+    # the cached grid, side by side with a start, and a width-1 part standing for every setting
+    levels_w, levels_g = np.linspace(0, 1, 5), np.linspace(0, 1, 3)
+    grid_w, grid_g = problem.grid_parts(levels_w, levels_g)
+    mesh_w, mesh_g = np.meshgrid(levels_w, levels_g, indexing="ij")
+    joined = problem.evaluate_parts([problem.window_part(fw[:, 0]), grid_w], [problem.granularity_part(fg[:, 0]), grid_g])
+    grid = problem.evaluate(np.tile(mesh_w.ravel(), (n, 1)), np.tile(mesh_g.ravel(), (n, 1)))
+    assert np.array_equal(joined.qos[:, 1:], grid.qos) and np.array_equal(joined.total_memory[1:], grid.total_memory)
+    assert np.array_equal(joined.query_cpu[:, 0], problem.evaluate(fw[:, 0], fg[:, 0]).query_cpu)
+    broadcast = problem.evaluate_parts(problem.window_part(fw), problem.granularity_part(fg[:, 0]))
+    assert np.array_equal(broadcast.qos, problem.evaluate(fw, np.repeat(fg[:, :1], 4, axis=1)).qos)
+    # a sub-problem slices the grid out of its parent's cache: the same as computing it afresh
+    keep = np.arange(0, n, 3)
+    sub = problem.subproblem(keep)
+    sliced = sub.grid_parts(levels_w, levels_g)
+    sub._grids.clear()
+    fresh = sub.grid_parts(levels_w, levels_g)
+    for cut, new in zip(sliced, fresh):
+        assert np.array_equal(cut.values, new.values) and np.array_equal(cut.score, new.score)
+    assert sub.qos_specs == {q: problem.qos_specs[q] for q in sub.queries if q in problem.qos_specs}
+
+
+@pytest.mark.parametrize("memory", [60_000, 150_000, 200_000, 225_000])
+@pytest.mark.parametrize("policy", ["weighted-qos", "paper-bisection"])
+def test_a_query_reading_another_querys_window_knob_still_fits_the_exact_total(policy, memory):
+    # clicks_per_second aggregates clicks_10s, whose range belongs to clicks_per_view: per-query prices
+    # of one query depend on the other's choice, so only the exact total can say whether a setting fits.
+    doc = json.loads((Path(__file__).resolve().parents[1] / "config/plans/example.json").read_text())
+    qos = {
+        "clicks_per_view": QueryQoS(window=(1000, 60000), windows={"clicks_10s": (1000, 20000)}, weight=2),
+        "clicks_per_second": QueryQoS(granularity=(10000, 1000)),
+    }
+    problem = Problem(parse_plan(doc), qos)
+    bounds = Bounds(memory, 100)
+    clicks_x4 = np.array([problem.plan.streams[s].d / (4 if s == "clicks" else 1) for s in problem.batch.stream_names])
+    decision = make_policy(policy).decide(PolicyInput(problem, bounds, 0.0, clicks_x4))
+    exact = problem.evaluate(decision.fw, decision.fg, clicks_x4)
+    assert decision.feasible and exact.fits(bounds)
+    assert float(exact.total_memory) == pytest.approx(float(decision.outcome.total_memory))
