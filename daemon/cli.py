@@ -24,7 +24,7 @@ from armd.costmodel.plan import PlanError, PlanSet, parse_plan
 
 from . import logs, render
 from .config import Config, ConfigError, load_config
-from .service import Service, open_store
+from .service import Service, StartError, open_store
 
 EXIT_USAGE = 2
 
@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=int, default=20, help="at most this many decisions and events each (default 20)")
     history.add_argument("--json", action="store_true", help="print JSON")
     history.set_defaults(handler=_history)
+
+    report = commands.add_parser("report", help="PNG plots of memory, CPU, QoS, decisions and migrations over time")
+    report.add_argument("--out", type=Path, required=True, help="folder the PNG files are written to (created when missing)")
+    _config_option(report)
+    report.add_argument("--since", type=_duration, default=None, help="only the last DURATION (e.g. 90s, 30m, 1h, 2d)")
+    report.set_defaults(handler=_report)
 
     db = commands.add_parser("db", help="metadata store schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
@@ -169,7 +175,7 @@ def _run(args: argparse.Namespace) -> int:
                 print("\033[H\033[2J" + text + f"\n\nlogs: {args.log_file}   Ctrl-C stops", flush=True)
     try:
         service.run(every_tick=show)
-    except SchemaOutdated as exc:
+    except (SchemaOutdated, StartError) as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:
         print(f"armd: metadata store unavailable, not starting: {config.redact(str(exc))}", file=sys.stderr)
@@ -230,6 +236,28 @@ def _history(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print(json.dumps(data, indent=2) if args.json else render.history_text(data))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from . import report  # matplotlib is slow to import; only this command needs it
+
+    config = load(args.config)
+    since = datetime.now(timezone.utc) - args.since if args.since else None
+    store = _open_store(config)
+    try:
+        series = store.series(since)
+    finally:
+        store.close()
+    if not (series["observations"] or series["estimates"] or series["decisions"]):
+        period = f" in the last {args.since}" if args.since else ""
+        raise UserError(f"nothing to plot: the store at {config.redact(config.store.url)} holds no observations{period}; run the daemon first")
+    try:
+        drawn = report.write_report(series, config.bounds, args.out)
+    except OSError as exc:
+        raise UserError(f"cannot write the report to {args.out}: {exc.strerror or exc}") from None
+    for name in drawn:
+        print(args.out / name)
     return 0
 
 

@@ -176,6 +176,31 @@ class AlertHook:
 
 
 @dataclass(frozen=True)
+class AlertingConfig:
+    dedup_seconds: float = 300.0
+    """An alert of the same kind and query within this many seconds of the last one sent is suppressed and counted (0: never)."""
+    queue_size: int = 1000
+    """Alerts waiting for the delivery thread; when full, a new alert is dropped and counted."""
+    stale_intervals: int = 30
+    """A stream with no rows for this many observe intervals in a row raises ``statistics_stale``."""
+    estimate_factor: float = 4.0
+    """A query whose measured state and estimated memory differ by more than this factor raises ``estimate_off``."""
+
+
+METRICS_ADDRESS = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    enabled: bool = False
+    """Serve Prometheus metrics over HTTP."""
+    port: int = 9464
+    """TCP port on 127.0.0.1 (0: any free port, logged as ``metrics_listening``)."""
+    address: str = METRICS_ADDRESS
+    """Always 127.0.0.1: the endpoint has no authentication, so it is never exposed beyond the machine."""
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path
     """The file this configuration was read from (as given)."""
@@ -207,6 +232,10 @@ class Config:
     """QoS of the queries that have a ``[queries.NAME]`` entry."""
     secrets: frozenset[str]
     """Values that must never be shown: the store password, hook secrets, what the environment put into them."""
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    """Deduplication and queueing of alerts, and the thresholds of the events that watch measurements."""
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    """The Prometheus endpoint."""
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced by ``***``."""
@@ -245,6 +274,8 @@ class Config:
                     for name, s in self.source.streams.items()
                 },
             },
+            "alerting": _fields(self.alerting),
+            "metrics": _fields(self.metrics),
             "alerts": [
                 {
                     "kind": hook.kind,
@@ -293,6 +324,8 @@ SECTIONS = (
     "schedule",
     "source",
     "alerts",
+    "alerting",
+    "metrics",
     "plan",
     "queries",
 )
@@ -513,6 +546,8 @@ class _Loader:
             plan=plan,
             qos=self.queries(top, plan),
             secrets=self.secrets(store, alerts),
+            alerting=self.alerting(top.table("alerting", ("dedup_seconds", "queue_size", "stale_intervals", "estimate_factor"))),
+            metrics=self.metrics(top.table("metrics", ("enabled", "port", "address"))),
         )
 
     def _build(self, t: _Table, make: Callable[[], Any]) -> Any:
@@ -671,6 +706,25 @@ class _Loader:
             raise t.error(("url",), f"expected an http:// or https:// URL, got {_show(url)}")
         secret = t.string("secret") if "secret" in raw else None
         return AlertHook(kind, url=url, secret=secret, timeout_seconds=timeout, retries=retries)
+
+    def alerting(self, t: _Table) -> AlertingConfig:
+        return AlertingConfig(
+            t.number("dedup_seconds", 300.0, NON_NEGATIVE),
+            t.integer("queue_size", 1000, AT_LEAST_ONE),
+            t.integer("stale_intervals", 30, AT_LEAST_ONE),
+            t.number("estimate_factor", 4.0, _Rule("> 1", lambda x: x > 1)),
+        )
+
+    def metrics(self, t: _Table) -> MetricsConfig:
+        address = t.string("address", METRICS_ADDRESS)
+        if address != METRICS_ADDRESS:
+            raise t.error(
+                ("address",),
+                f"expected {METRICS_ADDRESS!r}, got {_show(address)}; the endpoint has no authentication and is only "
+                "served on the loopback address (put a reverse proxy in front to expose it)",
+            )
+        port = t.integer("port", 9464, _Rule("in [0, 65535]", lambda x: 0 <= x <= 65535))
+        return MetricsConfig(t.boolean("enabled", False), port, address)
 
     def plan(self, top: _Table) -> tuple[dict[str, Any], PlanSet]:
         if "plan" not in top.raw:

@@ -10,6 +10,12 @@ scheduler calls; none of them raises for a problem outside armd:
 * a store that is down does not lose records: they wait in a backlog, in
   order, and are written when the store answers again.
 
+Besides its own steps it watches what it measures and raises events for an
+operator (docs/operations.md lists them): the measured state over the memory
+bound, a stream that stopped delivering, an estimate far from the
+measurement, every migration's start and end, a Spark query that died.
+Warnings and errors also go to the alert sink.
+
 Time: the ports carry UTC datetimes; the policies get ``now`` in the cost
 model's time unit, counted from the daemon's start, so cool-downs and
 predicted trajectories use the same unit as window sizes.
@@ -18,6 +24,7 @@ predicted trajectories use the same unit as window sizes.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, replace
@@ -36,7 +43,9 @@ from armd.policies.trajectory import predict
 from armd.policies.triggers import RateTracker, decision_due
 
 from .config import Config
-from .ports import AlertSink, Applier, EstimateRow, EventRecord, DecisionRecord, NodeRow, QueryRow, QuerySettings, StatsSource, Store, StreamRow
+from .metrics import NoMetrics
+from .ports import (AlertSink, Applier, DecisionRecord, EstimateRow, EventRecord, NodeRow, Observation, QueryRow, QuerySettings,
+                    StatsSource, Store, StreamRow)
 
 STORE_RETRY_SECONDS = 1.0
 """While the store is down, writing the backlog is tried again at most this often, so the steps keep their pace."""
@@ -64,10 +73,17 @@ class Controller:
         alerts: AlertSink,
         log: Any,
         clock: Callable[[], datetime] = utcnow,
+        metrics: Any = None,
     ) -> None:
         self.store, self.source, self.applier, self.alerts, self.log, self.clock = store, source, applier, alerts, log, clock
+        self.metrics = metrics if metrics is not None else NoMetrics()
         self.started = clock()
         self.counters: Counter[str] = Counter()
+        self._lock = threading.RLock()
+        self._idle_intervals: Counter[str] = Counter()
+        self._stale: set[str] = set()
+        self._over_bound = False
+        self._estimate_off: set[str] = set()
         self._backlog: deque[tuple[str, Callable[[], Any]]] = deque()
         self._store_down = False
         self._store_tried = self.started
@@ -84,6 +100,8 @@ class Controller:
         self.tracker = RateTracker(config.triggers.alpha, config.triggers.threshold)
         self._record("sync_config", lambda at=self.clock(): self._sync(at))
         self.running = self._read_running()
+        for query, settings in self.running.items():
+            self.metrics.qos(query, settings.qos)
 
     # --- configuration -----------------------------------------------------------------------
 
@@ -97,6 +115,7 @@ class Controller:
         self.plan_d = np.array([config.plan.streams[s].d for s in self.stream_names], dtype=float)
         self.admitted: list[str] = [q for q in self.full_problem.queries if self.status.get(q) == "active"]
         self.problem = self._problem_of(self.admitted)
+        self.metrics.bounds(config.bounds.memory, config.bounds.cpu)
 
     def reload(self, config: Config) -> None:
         """Switch to a new, already validated configuration."""
@@ -168,10 +187,81 @@ class Controller:
         measured = {s.stream: s.d for s in observation.streams if s.rows > 0 and s.stream in self.stream_names}
         self.tracker = self.tracker.observe(measured)
         self._record("observation", lambda: self.store.record_observation(observation))
+        rows: list[EstimateRow] = []
         if self.admitted and self.running:
             rows = self._estimate_rows(self._running_fractions(), self.current_d())
             self._record("estimates", lambda: self.store.record_estimates(at, rows))
+            self.metrics.estimates(rows)
         self.counters["observations"] += 1
+        self._watch_streams(observation)
+        self._watch_measurements(observation, rows, at)
+
+    def _watch_streams(self, observation: Observation) -> None:
+        """``statistics_stale`` once a stream has had no rows for ``alerting.stale_intervals`` observations."""
+        limit = self.config.alerting.stale_intervals
+        arrived = {s.stream for s in observation.streams if s.rows > 0}
+        for stream in self.stream_names:
+            if stream in arrived:
+                self._idle_intervals[stream] = 0
+                if stream in self._stale:
+                    self._stale.discard(stream)
+                    self._event("statistics_fresh", "info", f"stream {stream!r} delivers rows again", None, {"stream": stream})
+                continue
+            self._idle_intervals[stream] += 1
+            if self._idle_intervals[stream] >= limit and stream not in self._stale:
+                self._stale.add(stream)
+                seconds = limit * self.config.schedule.observe_seconds
+                self._event("statistics_stale", "warning", f"no rows from stream {stream!r} for {limit} observations ({seconds:g} s); "
+                            "its rate and every estimate that uses it are stale", None, {"stream": stream, "intervals": limit})
+
+    def _watch_measurements(self, observation: Observation, rows: list[EstimateRow], at: datetime) -> None:
+        """``bound_exceeded`` when the measured state passes the memory bound; ``estimate_mismatch`` per query."""
+        measured = {q.query: float(q.state_bytes) for q in observation.queries
+                    if q.state_bytes is not None and q.query in self.admitted}
+        if not measured:
+            return
+        self.metrics.measured(measured)
+        total, bound = sum(measured.values()), self.config.bounds.memory
+        over = total > bound
+        if over and not self._over_bound:
+            self._event("bound_exceeded", "warning", f"measured state {total:,.0f} B is over the memory bound {bound:,.0f} B", None,
+                        {"measured_state_bytes": total, "memory_bound_bytes": bound, "queries": measured})
+        elif self._over_bound and not over:
+            self._event("bound_restored", "info", f"measured state {total:,.0f} B is within the memory bound {bound:,.0f} B again", None,
+                        {"measured_state_bytes": total, "memory_bound_bytes": bound})
+        self._over_bound = over
+
+        estimated = {r.query: r.memory_bytes for r in rows if r.query is not None}
+        factor, now = self.config.alerting.estimate_factor, self._units(at)
+        for query, value in measured.items():
+            settings, estimate = self.running.get(query), estimated.get(query)
+            if settings is None or not estimate or estimate <= 0:
+                continue
+            # The estimate is the steady state: windows only hold it once they have been open for their size.
+            if now - self.changed_at.get(query, 0.0) < self._longest_window(query, settings):
+                continue
+            ratio = value / estimate
+            off = not (1 / factor <= ratio <= factor)
+            if off and query not in self._estimate_off:
+                self._event("estimate_mismatch", "warning", f"measured state {value:,.0f} B of {query!r} is {ratio:.3g} × its "
+                            f"estimated memory {estimate:,.0f} B (tolerated: a factor of {factor:g})", query,
+                            {"measured_state_bytes": value, "estimated_memory_bytes": estimate, "ratio": ratio, "factor": factor})
+            if off:
+                self._estimate_off.add(query)
+            else:
+                self._estimate_off.discard(query)
+
+    def _longest_window(self, query: str, settings: QuerySettings) -> float:
+        """The largest window of ``query`` in model time units: the decided sizes, else the plan's."""
+        plan = self.config.plan
+        sizes = [settings.windows.get(n, plan.nodes[n].w) for n in plan.query_nodes(query) if plan.nodes[n].w is not None]
+        return max(sizes, default=0.0)
+
+    def query_terminated(self, query: str, error: str) -> None:
+        """A Spark query stopped with an error (the Spark adapter reports it here); logged, recorded and alerted."""
+        self.counters["query_errors"] += 1
+        self._event("query_terminated", "error", f"Spark query {query!r} terminated with an error: {error}", query,
+                    {"error": self.config.redact(error)})
 
     def _running_fractions(self) -> tuple[np.ndarray, np.ndarray]:
         fw = np.array([self.running[q].fw if q in self.running else 0.0 for q in self.problem.queries])
@@ -243,6 +333,7 @@ class Controller:
         running = self._running_for(problem)
         guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d)
         duration_ms = (time.perf_counter() - started) * 1e3
+        self.metrics.decision(duration_ms / 1e3)
 
         proposed = self._settings(problem, decision.fw, decision.fg)
         applied = self._settings(problem, guarded.fw, guarded.fg)
@@ -317,7 +408,7 @@ class Controller:
             duration_ms=round(duration_ms, 3),
         )
         if not decision.feasible:
-            self._event("bounds_unreachable", "error", decision.reason, None, {"trigger": trigger})
+            self._event("bounds_unreachable", "error", decision.reason, None, {"trigger": trigger}, policy=self.policy.name)
         self.policy_state = decision.state
         self.tracker = self.tracker.decide_with()
         self._queries_changed = self._bounds_changed = False
@@ -362,21 +453,35 @@ class Controller:
                 continue
             migration: dict[str, int] = {}
             details = {"old": old.as_json() if old else None, "new": new.as_json(), "decision_id": pending.decision_id}
-            self._record("migration", lambda q=query: migration.setdefault(
-                "id", self.store.record_migration(q, self.applier.name, "running", at, details=details)))
+            self._record("migration", lambda q=query, m=migration, d=details: m.setdefault(
+                "id", self.store.record_migration(q, self.applier.name, "running", at, details=d)))
+            summary = {"applier": self.applier.name, "decision_id": pending.decision_id, "windows": dict(new.windows),
+                       "granularity": new.granularity}
+            self._event("migration_started", "info", f"migration of {query!r} started ({self.applier.name})", query,
+                        summary, migration=migration.get("id"))
+            self.metrics.migration("started")
             try:
                 strategy = self.applier.apply(query, old, new)
             except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
-                self._finish_migration(migration, "failed", {**details, "error": self.config.redact(str(exc))})
+                error = self.config.redact(str(exc))
+                self._finish_migration(migration, "failed", {**details, "error": error})
+                self.metrics.migration("failed")
+                # Recorded as an error; the alert for this failure is the apply_failed event right after it.
+                self._event("migration_failed", "error", f"migration of {query!r} failed: {error}", query,
+                            {**summary, "error": error}, alert=False, migration=migration.get("id"))
                 self._fail("apply_failed", f"applying settings to {query!r} failed: {exc}", query, exc)
                 retry[query] = (old, new)
                 continue
             self._finish_migration(migration, "done", {**details, "strategy": strategy})
+            self.metrics.migration("done")
+            self._event("migration_finished", "info", f"migration of {query!r} finished ({strategy})", query,
+                        {**summary, "strategy": strategy}, migration=migration.get("id"))
             self.running[query] = new
             self.changed_at[query] = now
+            self.metrics.qos(query, new.qos)
             self._record("settings", lambda q=query, s=new: self.store.set_query_settings(q, s, at))
-            self.log.info("settings_applied", query=query, strategy=strategy, windows=dict(new.windows),
-                          granularity=new.granularity, qos=round(new.qos, 6))
+            self.log.info("settings_applied", query=query, migration=migration.get("id"), strategy=strategy,
+                          windows=dict(new.windows), granularity=new.granularity, qos=round(new.qos, 6))
             self.counters["applied"] += 1
         if retry and self.pending is None:
             self.pending = PendingChanges(pending.decision_id, retry)
@@ -400,6 +505,10 @@ class Controller:
 
     def flush(self, force: bool = False) -> bool:
         """Write the backlog (while the store is down, at most every ``STORE_RETRY_SECONDS``); True when it is empty."""
+        with self._lock:
+            return self._flush(force)
+
+    def _flush(self, force: bool) -> bool:
         if self._store_down and not force:
             if (self.clock() - self._store_tried).total_seconds() < STORE_RETRY_SECONDS:
                 return False
@@ -420,12 +529,14 @@ class Controller:
     # --- recording, events and failures --------------------------------------------------------
 
     def _record(self, kind: str, write: Callable[[], Any]) -> None:
-        self._backlog.append((kind, write))
-        if len(self._backlog) > BACKLOG_LIMIT:
-            dropped = self._backlog.popleft()
-            self.counters["records_dropped"] += 1
-            self.log.error("backlog_full", dropped=dropped[0], limit=BACKLOG_LIMIT)
-        self.flush()
+        # Locked because query_terminated may come from the Spark adapter's listener thread.
+        with self._lock:
+            self._backlog.append((kind, write))
+            if len(self._backlog) > BACKLOG_LIMIT:
+                dropped = self._backlog.popleft()
+                self.counters["records_dropped"] += 1
+                self.log.error("backlog_full", dropped=dropped[0], limit=BACKLOG_LIMIT)
+            self._flush(False)
 
     def _store_unavailable(self, kind: str, exc: Exception) -> None:
         self.counters["store_errors"] += 1
@@ -437,12 +548,13 @@ class Controller:
         """Record an informational event (the daemon started, stopped, …)."""
         self._event(kind, "info", message, None, details)
 
-    def _event(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None) -> None:
-        """Log, record and — when it is a warning or an error — alert."""
+    def _event(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None,
+               *, alert: bool = True, **fields: Any) -> None:
+        """Log (with ``fields`` bound, e.g. ``policy``, ``migration``), record and — when it is a warning or an error — alert."""
         event = EventRecord(self.clock(), kind, severity, self.config.redact(message), query, _json_safe(details or {}))
-        getattr(self.log, severity)(kind, query=query, message=event.message)
+        getattr(self.log, severity)(kind, query=query, message=event.message, **{k: v for k, v in fields.items() if v is not None})
         self._record("event", lambda: self.store.record_event(event))
-        if severity != "info":
+        if severity != "info" and alert:
             self.alerts.alert(event)
 
     def _fail(self, kind: str, message: str, query: str | None, exc: Exception) -> None:

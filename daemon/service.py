@@ -2,7 +2,11 @@
 
 This is the one place that picks concrete implementations for the ports
 (the SQL store, the synthetic source and its simulated applier, the alert
-sink) and hands them to the controller. APScheduler runs the controller's
+dispatcher with the hooks of ``[[alerts]]``) and hands them to the
+controller, together with the Prometheus metrics when ``[metrics]`` enables
+them. It speaks systemd's notify protocol (``READY=1`` once the jobs run,
+``WATCHDOG=1`` while they make progress, ``STOPPING=1`` at the stop), which
+does nothing outside systemd. APScheduler runs the controller's
 steps as interval jobs on a single worker thread, so steps never overlap
 and a slow step makes the next run of its job be skipped and logged instead
 of stacking up. SIGTERM and SIGINT let the step in progress finish, then the
@@ -12,6 +16,7 @@ alerting) when the new one is invalid.
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
@@ -22,12 +27,22 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_J
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from armd.adapters.alerts import AlertDispatcher, build_hooks
 from armd.adapters.store import SqlStore, StoreError
 from armd.adapters.synthetic import Schedule, SyntheticSource, WindowTap
 
 from .config import Config, ConfigError, load_config
 from .controller import Controller, utcnow
-from .ports import EventRecord, QuerySettings
+from .metrics import Metrics, NoMetrics
+from .notify import Notifier
+from .ports import QuerySettings
+
+ALERTS_CLOSE_SECONDS = 2.0
+"""At the stop, queued alerts get this long to be delivered; hooks still hanging then are abandoned."""
+
+
+class StartError(Exception):
+    """The daemon cannot start for a reason the operator must fix (e.g. the metrics port is taken)."""
 
 
 class SimulatedApplier:
@@ -42,16 +57,6 @@ class SimulatedApplier:
         for node_id, size in new.windows.items():
             self.source.set_window(query, node_id, size)
         return "direct"
-
-
-class LogAlerts:
-    """Alert sink that writes each alert as a log event (the hooks of the operations issue add more)."""
-
-    def __init__(self, log: Any) -> None:
-        self.log = log
-
-    def alert(self, event: EventRecord) -> None:
-        self.log.warning("alert", kind=event.kind, severity=event.severity, query=event.query, message=event.message)
 
 
 def synthetic_parts(config: Config) -> tuple[dict[str, Schedule], dict[str, float], dict[str, list[WindowTap]]]:
@@ -110,14 +115,31 @@ class Service:
         self.scheduler: BackgroundScheduler | None = None
         self.controller: Controller | None = None
         self.store: SqlStore | None = None
+        self.notifier = Notifier(environ)
+        self._progress = time.monotonic()
 
     def run(self, every_tick: Callable[[], None] | None = None, tick_seconds: float = 2.0) -> None:
         config = self.config
         self._install_signals()
-        self.store = open_store(config, self.log)
+        self.metrics: Metrics | NoMetrics = Metrics() if config.metrics.enabled else NoMetrics()
+        if isinstance(self.metrics, Metrics):
+            try:
+                port = self.metrics.serve(config.metrics.port)
+            except OSError as exc:
+                raise StartError(f"{config.path}: metrics.port: cannot listen on {config.metrics.address}:{config.metrics.port}: "
+                                 f"{exc.strerror or exc}; choose a free port or set metrics.enabled = false") from None
+            self.log.info("metrics_listening", address=config.metrics.address, port=port)
+        try:
+            self.store = open_store(config, self.log)
+        except BaseException:
+            self.metrics.close()
+            raise
         start = utcnow()
         self.source = source = synthetic_source(config, start)
-        self.controller = Controller(config, self.store, source, SimulatedApplier(source), LogAlerts(self.log), self.log)
+        self.alerts = AlertDispatcher(build_hooks(config.alerts, self.log), self.log, dedup_seconds=config.alerting.dedup_seconds,
+                                      queue_size=config.alerting.queue_size, metrics=self.metrics)
+        self.controller = Controller(config, self.store, source, SimulatedApplier(source), self.alerts, self.log,
+                                     metrics=self.metrics)
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -137,19 +159,39 @@ class Service:
         self.controller.note("daemon_started", f"armd started with {config.path}: store {config.redact(config.store.url)}, policy {config.policy.name}, "
                              f"{len(config.plan.queries)} queries{', dry run' if config.guardrails.dry_run else ''}")
         scheduler.start()
+        self.notifier.ready(f"running {len(config.plan.queries)} queries, policy {config.policy.name}")
         try:
-            while not self.stop.wait(tick_seconds if every_tick else 0.5):
-                if every_tick:
-                    every_tick()
+            self._wait(every_tick, tick_seconds)
         finally:
             self.log.info("stopping")
+            self.notifier.stopping()
             scheduler.shutdown(wait=True)
             counters = dict(self.controller.counters)
             summary = ", ".join(f"{k} {v}" for k, v in sorted(counters.items())) or "nothing done"
             self.controller.note("daemon_stopped", f"armd stopped: {summary}", counters)
             self.controller.flush(force=True)
+            self.alerts.close(ALERTS_CLOSE_SECONDS)
+            self.metrics.close()
             source.close()
             self.store.close()
+
+    def _wait(self, every_tick: Callable[[], None] | None, tick_seconds: float) -> None:
+        """Until the stop: redraw the live status and keep systemd's watchdog fed while the jobs make progress."""
+        watchdog = self.notifier.watchdog_seconds
+        wait = min(tick_seconds if every_tick else 0.5, watchdog or math.inf)
+        # Steps that have not finished for this long mean the scheduler is stuck: let the watchdog restart armd.
+        stalled_after = 2 * watchdog + self.config.schedule.observe_seconds if watchdog else math.inf
+        next_tick = next_ping = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if watchdog and now >= next_ping and now - self._progress < stalled_after:
+                self.notifier.watchdog()
+                next_ping = now + watchdog
+            if every_tick and now >= next_tick:
+                every_tick()
+                next_tick = now + tick_seconds
+            if self.stop.wait(wait):
+                return
 
     def _timed(self, job_id: str, step: Callable[[], None], interval: float) -> Callable[[], None]:
         def run() -> None:
@@ -158,6 +200,7 @@ class Service:
             started = time.perf_counter()
             step()
             took = time.perf_counter() - started
+            self._progress = time.monotonic()
             if took > interval:
                 self.log.warning("cycle_slow", job=job_id, seconds=round(took, 3), interval_seconds=interval)
 
@@ -198,4 +241,5 @@ class Service:
             return
         self.source.update(*synthetic_parts(config))
         self.config = config
+        self.alerts.configure(build_hooks(config.alerts, self.log), config.alerting.dedup_seconds)
         self.controller.reload(config)

@@ -10,6 +10,8 @@ import pytest
 
 from armd.daemon.config import (
     AlertHook,
+    AlertingConfig,
+    MetricsConfig,
     Burst,
     Config,
     ConfigError,
@@ -100,6 +102,8 @@ def test_a_minimal_configuration_takes_every_default(tmp_path):
     stream = config.source.streams["clicks"]
     assert (stream.rate_per_second, stream.steps, stream.bursts, stream.keys) == (pytest.approx(50.0), (), (), 1)
     assert config.alerts == ()
+    assert config.alerting == AlertingConfig(300.0, 1000, 30, 4.0)
+    assert config.metrics == MetricsConfig(False, 9464, "127.0.0.1")
     assert config.qos == {}
     assert list(config.plan.queries) == ["per_second"]
 
@@ -247,6 +251,15 @@ MISTAKES = [
         "allowed keys of a log hook: kind",
     ),
     ("alerts as a table", "[alerts]\nkind = 'log'", "alerts", "[[alerts]]"),
+    ("negative dedup window", "[alerting]\ndedup_seconds = -1", "alerting.dedup_seconds", "expected a number ≥ 0"),
+    ("empty alert queue", "[alerting]\nqueue_size = 0", "alerting.queue_size", "expected a whole number ≥ 1"),
+    ("stale after 0.5 intervals", "[alerting]\nstale_intervals = 0.5", "alerting.stale_intervals", "whole number ≥ 1"),
+    ("estimate factor 1", "[alerting]\nestimate_factor = 1", "alerting.estimate_factor", "expected a number > 1"),
+    ("unknown alerting key", "[alerting]\nwindow = 3", "alerting.window", "allowed keys of [alerting]: dedup_seconds"),
+    ("metrics on every address", "[metrics]\naddress = '0.0.0.0'", "metrics.address", "only served on the loopback"),
+    ("metrics on a public address", "[metrics]\naddress = '192.0.2.7'", "metrics.address", "expected '127.0.0.1'"),
+    ("metrics port too high", "[metrics]\nport = 70000", "metrics.port", "in [0, 65535]"),
+    ("metrics enabled not a boolean", "[metrics]\nenabled = 'yes'", "metrics.enabled", "true or false"),
     (
         "plan file and inline plan",
         ("[plan.streams.clicks]", "[plan]\nfile = 'plans/x.json'\n[plan.streams.clicks]"),
@@ -275,6 +288,15 @@ def test_each_mistake_names_file_key_and_what_is_allowed(tmp_path, change, key, 
     assert allowed in message, message
     assert "\n" not in message
     assert caught.value.key == key
+
+
+def test_alerting_and_metrics_are_read(tmp_path):
+    text = MINIMAL + "\n[alerting]\ndedup_seconds = 0\nqueue_size = 5\nstale_intervals = 3\nestimate_factor = 2.5\n"
+    text += "[metrics]\nenabled = true\nport = 9100\naddress = '127.0.0.1'\n"
+    config = load_config(write(tmp_path, text), environ={})
+    assert config.alerting == AlertingConfig(0.0, 5, 3, 2.5)
+    assert config.metrics == MetricsConfig(True, 9100, "127.0.0.1")
+    assert config.public()["metrics"] == {"enabled": True, "port": 9100, "address": "127.0.0.1"}
 
 
 def test_a_missing_plan_file_is_named(tmp_path):

@@ -264,3 +264,16 @@ def test_a_query_that_cannot_fit_even_at_its_minimum_is_rejected(tmp_path):
     (event,) = [e for e in alerts.events if e.kind == "query_rejected"]
     assert event.query == "big_orders" and "memory" in event.message and event.details["memory_shortfall_bytes"] > 0
     assert "big_orders" not in controller.problem.queries
+
+
+def test_changes_applied_while_the_store_is_down_keep_their_own_migration_rows(tmp_path):
+    controller, store, applier, _, clock = make(tmp_path)
+    store.down = True
+    cycle(controller, clock)  # decides and applies all three queries into the backlog
+    assert len(applier.applied) == 3 and store.of("migration") == []
+    store.down = False
+    cycle(controller, clock)
+    # MemoryStore's id of a call is its position in ``calls``, counted from 1.
+    started = [i for i, (name, _) in enumerate(store.calls, 1) if name == "migration"]
+    updated = [migration_id for migration_id, _ in store.of("migration_update")]
+    assert len(started) == 3 and sorted(updated) == started  # each migration finished once, under its own id

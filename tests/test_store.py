@@ -250,6 +250,33 @@ def test_migrations_and_alerts_views(store: SqlStore, store_url: str) -> None:
         store.record_event(EventRecord(now, "x", "fatal", "bad severity"))
 
 
+def test_series_gives_the_time_series_of_the_plots_oldest_first(store: SqlStore) -> None:
+    store.sync_config(*config("q1", "q2"), at=T0)
+    for i, (b1, b2) in enumerate([(100, 200), (150, 250), (300, 50)]):
+        at = T0 + timedelta(seconds=10 * i)
+        store.record_observation(Observation(at, [StreamStats("A", 5, 10, 0.5, 2.0)], [QueryMetrics("q1", 1, b1), QueryMetrics("q2", 1, b2)]))
+        store.record_estimates(at, [EstimateRow("q1", 120.0 + i, 1.0), EstimateRow(None, 400.0 + i, 2.0)])
+    decision_id = store.record_decision(decision(T0 + timedelta(seconds=5), trigger="rate of A moved 40%"))
+    store.record_estimates(T0 + timedelta(seconds=5), [EstimateRow(None, 1.0, 1.0)], decision_id)  # a decision's: not in force
+    migration = store.record_migration("q1", "direct", "running", T0 + timedelta(seconds=6), details={"new": {"qos": 0.6}})
+    store.update_migration(migration, "done", T0 + timedelta(seconds=7), finished=True)
+
+    series = store.series()
+    assert [(r["query"], r["state_bytes"]) for r in series["observations"]] == [
+        ("q1", 100), ("q2", 200), ("q1", 150), ("q2", 250), ("q1", 300), ("q2", 50)]
+    assert [r["at"] for r in series["observations"]][::2] == [T0, T0 + timedelta(seconds=10), T0 + timedelta(seconds=20)]
+    assert [(r["query"], r["memory_bytes"]) for r in series["estimates"]] == [
+        ("q1", 120.0), (None, 400.0), ("q1", 121.0), (None, 401.0), ("q1", 122.0), (None, 402.0)]
+    [d] = series["decisions"]
+    assert (d["id"], d["at"], d["trigger"], d["bounds"]) == (decision_id, T0 + timedelta(seconds=5), "rate of A moved 40%", {"memory_bytes": 2e6})
+    [mg] = series["migrations"]
+    assert (mg["query"], mg["state"], mg["qos"], mg["finished_at"]) == ("q1", "done", 0.6, T0 + timedelta(seconds=7))
+
+    later = store.series(since=T0 + timedelta(seconds=10))
+    assert len(later["observations"]) == 4 and len(later["estimates"]) == 4
+    assert later["decisions"] == [] and later["migrations"] == []
+
+
 def test_prune_observations_deletes_only_older_rows(store: SqlStore, store_url: str) -> None:
     for minutes in (0, 10, 20):
         store.record_observation(Observation(at=T0 + timedelta(minutes=minutes), streams=[StreamStats("A", 1, 1, 1, 1)], queries=[QueryMetrics("q1", 1, 1)]))

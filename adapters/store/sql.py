@@ -25,7 +25,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, true, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
@@ -551,6 +551,51 @@ class SqlStore:
             nodes = session.scalars(select(m.PlanNode).where(m.PlanNode.query == name).order_by(m.PlanNode.node_id))
             result["plan_nodes"] = [_row_dict(n, ("node_id", "op", "inputs", "params")) for n in nodes]
             return result
+
+        return self._call(run)
+
+    def series(self, since: datetime | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Time series for plots, oldest first, at or after ``since``.
+
+        ``observations``: per query and interval, ``at``, ``query``, ``state_bytes`` (measured);
+        ``estimates``: the settings in force at the rates of the moment (rows outside a decision),
+        ``at``, ``query`` (None: the total), ``memory_bytes``, ``cpu``;
+        ``decisions``: ``at``, ``id``, ``trigger``, ``feasible``, ``applied``, ``dry_run``,
+        ``estimated_memory_bytes``, ``estimated_cpu``, ``bounds`` (as the decision saw them);
+        ``migrations``: ``id``, ``query``, ``strategy``, ``state``, ``started_at``, ``finished_at``,
+        ``qos`` (the QoS fraction the migration put in force, from its details).
+        Times are timezone-aware UTC ``datetime``s.
+        """
+        cutoff = _utc(since) if since is not None else None
+
+        def after(column: Any) -> Any:
+            return column >= cutoff if cutoff is not None else true()
+
+        def run(session: Session) -> dict[str, list[dict[str, Any]]]:
+            o, e, d, mg = m.ObservationRow, m.Estimate, m.Decision, m.Migration
+            observations = session.execute(
+                select(o.at, o.query, o.state_bytes).where(o.query.is_not(None), after(o.at)).order_by(o.at, o.id)
+            )
+            estimates = session.execute(
+                select(e.at, e.query, e.memory_bytes, e.cpu).where(e.decision_id.is_(None), after(e.at)).order_by(e.at, e.id)
+            )
+            decisions = session.scalars(select(d).where(after(d.at)).order_by(d.at, d.id))
+            migrations = session.scalars(select(mg).where(after(mg.started_at)).order_by(mg.started_at, mg.id))
+            return {
+                "observations": [dict(r._mapping) for r in observations],
+                "estimates": [dict(r._mapping) for r in estimates],
+                "decisions": [
+                    {"at": r.at, "id": r.id, "trigger": r.trigger, "feasible": r.feasible, "applied": r.applied,
+                     "dry_run": r.dry_run, "estimated_memory_bytes": r.estimated_memory_bytes,
+                     "estimated_cpu": r.estimated_cpu, "bounds": dict((r.inputs or {}).get("bounds") or {})}
+                    for r in decisions
+                ],
+                "migrations": [
+                    {"id": r.id, "query": r.query, "strategy": r.strategy, "state": r.state, "started_at": r.started_at,
+                     "finished_at": r.finished_at, "qos": ((r.details or {}).get("new") or {}).get("qos")}
+                    for r in migrations
+                ],
+            }
 
         return self._call(run)
 
