@@ -140,8 +140,9 @@ def ops_run(tmp_path_factory: pytest.TempPathFactory, postgres_admin: Any) -> An
     assert process.poll() is None, "".join(lines)
     terminated = time.monotonic()
     process.send_signal(signal.SIGTERM)
-    out, _ = process.communicate(timeout=30)
-    drain.join(5)
+    process.wait(timeout=30)
+    drain.join(5)  # the drain thread alone reads stderr, to its end: a second reader would split lines
+    out = process.stdout.read()
     time.sleep(0.3)
     done.set()
     sock.close()
