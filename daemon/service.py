@@ -138,8 +138,10 @@ class Service:
         self.source = source = synthetic_source(config, start)
         self.alerts = AlertDispatcher(build_hooks(config.alerts, self.log), self.log, dedup_seconds=config.alerting.dedup_seconds,
                                       queue_size=config.alerting.queue_size, metrics=self.metrics)
-        self.controller = Controller(config, self.store, source, SimulatedApplier(source), self.alerts, self.log,
-                                     metrics=self.metrics)
+        applier = SimulatedApplier(source)
+        self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics)
+        for query, settings in self.controller.running.items():  # a restart resumes the stored settings
+            applier.apply(query, None, settings)
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
