@@ -86,12 +86,14 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, required=True, help="folder the PNG files are written to (created when missing)")
     _config_option(report)
     report.add_argument("--since", type=_duration, default=None, help="only the last DURATION (e.g. 90s, 30m, 1h, 2d)")
+    report.add_argument("--json", action="store_true", help="print the written files as JSON")
     report.set_defaults(handler=_report)
 
     db = commands.add_parser("db", help="metadata store schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     upgrade = db_commands.add_parser("upgrade", help="create or upgrade the store's schema to this version of armd")
     _config_option(upgrade)
+    upgrade.add_argument("--json", action="store_true", help="print the revisions as JSON")
     upgrade.set_defaults(handler=_db_upgrade)
     return parser
 
@@ -256,8 +258,8 @@ def _report(args: argparse.Namespace) -> int:
         drawn = report.write_report(series, config.bounds, args.out)
     except OSError as exc:
         raise UserError(f"cannot write the report to {args.out}: {exc.strerror or exc}") from None
-    for name in drawn:
-        print(args.out / name)
+    files = [str(args.out / name) for name in drawn]
+    print(json.dumps({"files": files}) if args.json else "\n".join(files))
     return 0
 
 
@@ -274,8 +276,11 @@ def _db_upgrade(args: argparse.Namespace) -> int:
         after = store.schema_revision()
     finally:
         store.close()
-    print(f"{config.redact(config.store.url)}: schema {before or 'empty'} → {after}" if before != after
-          else f"{config.redact(config.store.url)}: schema already at {after}")
+    url = config.redact(config.store.url)
+    if args.json:
+        print(json.dumps({"store": url, "before": before, "after": after}))
+    else:
+        print(f"{url}: schema {before or 'empty'} → {after}" if before != after else f"{url}: schema already at {after}")
     return 0
 
 

@@ -110,7 +110,10 @@ def log_events(stderr: str) -> list[dict]:
 def finished_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("run")
     config = write_config(tmp_path)
-    armd("db", "upgrade", "--config", str(config))
+    upgraded = json.loads(armd("db", "upgrade", "--config", str(config), "--json").stdout)
+    assert upgraded["before"] is None and upgraded["after"]
+    again = json.loads(armd("db", "upgrade", "--config", str(config), "--json").stdout)
+    assert again["before"] == again["after"] == upgraded["after"]
     result, stop_seconds = run_for(config, 9.0)
     return tmp_path, config, result, stop_seconds
 
