@@ -95,6 +95,8 @@ class Controller:
         self.policy_state: Any = None
         self._queries_changed = True
         self._bounds_changed = False
+        self._estimate_over = False
+        self._last_feasible = True
         self.config = config
         self._install(config)
         self.tracker = RateTracker(config.triggers.alpha, config.triggers.threshold)
@@ -190,6 +192,9 @@ class Controller:
         rows: list[EstimateRow] = []
         if self.admitted and self.running:
             rows = self._estimate_rows(self._running_fractions(), self.current_d())
+            total = rows[-1]
+            bounds = self.config.bounds
+            self._estimate_over = total.memory_bytes > bounds.memory or total.cpu > bounds.cpu
             self._record("estimates", lambda: self.store.record_estimates(at, rows))
             self.metrics.estimates(rows)
         self.counters["observations"] += 1
@@ -313,6 +318,11 @@ class Controller:
         at = self.clock()
         now = self._units(at)
         trigger = decision_due(self.tracker, self._queries_changed, self._bounds_changed)
+        if trigger is None and self._estimate_over and self._last_feasible:
+            # Rates can creep up by less than the threshold each time and still carry the settings in force
+            # through the reserve and over the bounds; re-deciding is due then too (not when even the
+            # minimum did not fit).
+            trigger = "the estimate of the settings in force exceeds the bounds"
         period = self.config.schedule.decide_seconds / self.config.model.time_unit_seconds
         if trigger is None:
             if self.last_decision_at is not None and now - self.last_decision_at < period:
@@ -410,6 +420,8 @@ class Controller:
         if not decision.feasible:
             self._event("bounds_unreachable", "error", decision.reason, None, {"trigger": trigger}, policy=self.policy.name)
         self.policy_state = decision.state
+        self._last_feasible = bool(decision.feasible)
+        self._estimate_over = False
         self.tracker = self.tracker.decide_with()
         self._queries_changed = self._bounds_changed = False
         self.last_decision_at = now

@@ -33,7 +33,7 @@ url = "sqlite:///unused.db"
 [bounds]
 memory_bytes = {memory}
 cpu = 100
-reserve = 0.0
+reserve = 0.1
 
 [guardrails]
 dry_run = {dry_run}
@@ -277,3 +277,15 @@ def test_changes_applied_while_the_store_is_down_keep_their_own_migration_rows(t
     started = [i for i, (name, _) in enumerate(store.calls, 1) if name == "migration"]
     updated = [migration_id for migration_id, _ in store.of("migration_update")]
     assert len(started) == 3 and sorted(updated) == started  # each migration finished once, under its own id
+
+
+def test_settings_in_force_estimated_over_the_bound_trigger_a_decision(tmp_path):
+    # No rate trigger can fire (threshold 100×), yet clicks ×4 from t = 3 s carries the estimate over the bound.
+    controller, store, _, _, clock = make(tmp_path, memory=150_000, threshold=100.0, burst=("clicks", 3.0, 4.0))
+    for _ in range(8):
+        cycle(controller, clock)
+    triggers = [d.trigger for d in store.of("decision")]
+    assert "the estimate of the settings in force exceeds the bounds" in triggers, triggers
+    assert "periodic" not in triggers  # it came before the 10 s period
+    last = store.of("decision")[-1]
+    assert last.feasible and last.estimated_memory_bytes <= 150_000 * 0.9
