@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import tomllib
+from contextlib import closing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Sequence
@@ -203,26 +204,20 @@ def _check_config(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     config = load(args.config)
-    store = _open_store(config)
-    try:
+    with closing(_open_store(config)) as store:
         data = store.status()
-    finally:
-        store.close()
     print(json.dumps(data, indent=2) if args.json else render.status_text(data, config.redact(config.store.url)))
     return 0
 
 
 def _explain(args: argparse.Namespace) -> int:
     config = load(args.config)
-    store = _open_store(config)
-    try:
+    with closing(_open_store(config)) as store:
         query = store.query(args.query)
         if query is None:
             names = [q["name"] for q in store.status()["queries"]]
             raise UserError(f"no query {args.query!r} in the store; queries: {', '.join(names) or 'none'}")
         explanation = render.explanation(query, store.last_decision())
-    finally:
-        store.close()
     print(json.dumps(explanation, indent=2) if args.json else render.explanation_text(explanation))
     return 0
 
@@ -232,11 +227,8 @@ def _history(args: argparse.Namespace) -> int:
     since = datetime.now(timezone.utc) - args.since if args.since else None
     if args.limit < 1:
         raise UserError(f"--limit must be ≥ 1, got {args.limit}")
-    store = _open_store(config)
-    try:
+    with closing(_open_store(config)) as store:
         data = {"decisions": store.decisions(since, args.limit), "events": store.events(since, args.limit)}
-    finally:
-        store.close()
     print(json.dumps(data, indent=2) if args.json else render.history_text(data))
     return 0
 
@@ -246,11 +238,8 @@ def _report(args: argparse.Namespace) -> int:
 
     config = load(args.config)
     since = datetime.now(timezone.utc) - args.since if args.since else None
-    store = _open_store(config)
-    try:
+    with closing(_open_store(config)) as store:
         series = store.series(since)
-    finally:
-        store.close()
     if not (series["observations"] or series["estimates"] or series["decisions"]):
         period = f" in the last {args.since}" if args.since else ""
         raise UserError(f"nothing to plot: the store at {config.redact(config.store.url)} holds no observations{period}; run the daemon first")
