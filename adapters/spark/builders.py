@@ -1,0 +1,91 @@
+"""Builders of armd's demo query shapes, in the form managed queries use (``builder(spark, params)``).
+
+They serve the demo (``make run`` with Spark), the tests and the accuracy
+measurements, and show a user how to write a builder: read every setting
+from ``params`` (windows and slides in seconds by plan node id), take the
+sources from ``params.extra["sources"]`` (stream name → ``armd-synthetic``
+options) and wrap filters, joins and aggregations with the ``observed_*``
+helpers so that armd can measure them.
+
+``params.extra`` keys used here: ``sources`` (required), ``delay_seconds``
+(watermark delay, default 0), ``left``/``right`` (join streams, default the
+first two sources), ``keys_only`` (join: also equate keys, default true).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .managed import QueryParams
+from .observed import observed_filter, observed_groups, observed_join
+from .source import FORMAT
+
+
+def interval(seconds: float) -> str:
+    """A Spark interval string for ``seconds`` (whole milliseconds)."""
+    ms = int(round(float(seconds) * 1000))
+    if ms <= 0:
+        raise ValueError(f"an interval must be at least 1 ms, got {seconds!r} seconds")
+    return f"{ms} milliseconds"
+
+
+def synthetic(spark: SparkSession, params: QueryParams, stream: str) -> DataFrame:
+    """The ``armd-synthetic`` stream named ``stream`` with the options in ``params.extra["sources"]``."""
+    sources = params.extra.get("sources") or {}
+    if stream not in sources:
+        raise LookupError(f"params.extra['sources'] has no stream {stream!r}; it has: {', '.join(sorted(sources)) or 'none'}")
+    options = {"stream": stream, **{k: str(v) for k, v in sources[stream].items()}}
+    return spark.readStream.format(FORMAT).options(**options).load()
+
+
+def _delay(params: QueryParams) -> str:
+    return f"{int(round(float(params.extra.get('delay_seconds', 0)) * 1000))} milliseconds"
+
+
+def _window(params: QueryParams, node: str, size: float, slide: float) -> object:
+    """Spark's ``window(event_time, w, slide)`` with the node's settings; the slide is capped at the size."""
+    w = params.window(node, size)
+    return F.window("event_time", interval(w), interval(min(params.slide(node, slide), w)))
+
+
+def _first_stream(params: QueryParams, index: int = 0) -> str:
+    names = list(params.extra.get("sources") or {})
+    if len(names) <= index:
+        raise LookupError(f"params.extra['sources'] needs at least {index + 1} stream(s), has {names}")
+    return names[index]
+
+
+def windowed_count(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """Count per key over a sliding window: node ``w`` (size, slide), node ``agg`` (group-by key)."""
+    stream = params.extra.get("stream") or _first_stream(params)
+    df = synthetic(spark, params, stream).withWatermark("event_time", _delay(params))
+    df = observed_groups(df, "agg", "key")
+    return df.groupBy(_window(params, "w", 10.0, 1.0), "key").agg(F.count(F.lit(1)).alias("n"))
+
+
+def granular_average(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """Scalar average of ``value > threshold`` rows over a window ``w`` sliding by the granularity; filter node ``f``."""
+    stream = params.extra.get("stream") or _first_stream(params)
+    df = synthetic(spark, params, stream).withWatermark("event_time", _delay(params))
+    df = observed_filter(df, "f", F.col("value") > F.lit(float(params.extra.get("threshold", 0.0))))
+    return df.groupBy(_window(params, "w", 10.0, 1.0)).agg(F.avg("value").alias("avg_value"), F.count(F.lit(1)).alias("n"))
+
+
+def range_join(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """Stream-stream inner join ``j``: equal keys and |t_left − t_right| <= range (``params.window("j", …)``)."""
+    left_name = params.extra.get("left") or _first_stream(params, 0)
+    right_name = params.extra.get("right") or _first_stream(params, 1)
+    span = params.window("j", 5.0)
+    delay = _delay(params)
+    left = synthetic(spark, params, left_name).withWatermark("event_time", delay).select(
+        F.col("event_time").alias("lt"), F.col("key").alias("lk"), F.col("value").alias("lv"))
+    right = synthetic(spark, params, right_name).withWatermark("event_time", delay).select(
+        F.col("event_time").alias("rt"), F.col("key").alias("rk"), F.col("value").alias("rv"))
+    condition: Any = (F.col("rt") >= F.col("lt") - F.expr(f"INTERVAL {interval(span)}")) & (
+        F.col("rt") <= F.col("lt") + F.expr(f"INTERVAL {interval(span)}"))
+    if params.extra.get("keys_only", True):
+        condition = condition & (F.col("lk") == F.col("rk"))
+    return observed_join(left, right, "j", condition, validity_seconds=2 * span)

@@ -1,0 +1,401 @@
+"""Statistics from running Spark queries: a progress listener and the ``StatsSource`` built on it.
+
+``ProgressListener`` is a ``StreamingQueryListener`` that keeps every
+progress event of the session (input rows per source, event-time
+min/max/watermark, batch durations, per state operator numRowsTotal,
+memoryUsedBytes, numRowsDroppedByWatermark and custom metrics, observed
+metrics) as a ``ProgressRecord`` in a bounded, thread-safe buffer with a
+sequence number, so several readers (the stats source, the store recorder)
+each consume what is new to them. Spark calls listeners asynchronously on
+its listener bus, so a record may arrive shortly after a batch finished;
+``wait_for`` lets tests wait for it instead of sleeping.
+
+``SparkStats`` implements the daemon's ``StatsSource`` port from those
+records. Per observation interval (the records since the previous call):
+
+* d per source stream: every batch contributes (rows_i, T_i) per source,
+  rows_i its input rows and T_i the event time it covered: end − start
+  offset for ``armd-synthetic`` (offsets are event time), otherwise (one
+  source per query) the advance of the batch's max event time over the
+  previous batch's. Pooled over batches and queries reading the stream:
+  ``d = ΣT / Σrows`` (in model time units, ÷ ``time_unit_seconds``);
+  ``inf`` when T > 0 but no row arrived. A stream without any batch in the
+  interval is left out (nothing was learnt about it).
+* state of a query: Σ numRowsTotal and Σ memoryUsedBytes over the state
+  operators of its latest progress (state persists between batches).
+* selectivities (``observed.py``): filter out/in; join
+  out·T / ((l1 + l2)·left·right) when the validity sum was given; summed
+  over the interval's batches. Group counts (max per batch of the
+  approximate distinct keys) are in ``SparkStats.groups``.
+
+A query that terminates with an exception calls the termination hooks
+(``add_termination_hook``); the daemon connects its ``query_terminated``
+event there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from armd.daemon.ports import Observation, QueryMetrics, StreamStats
+
+from .managed import armd_query_name
+from .observed import parse_observation_name
+from .source import offset_seconds, offset_stream
+
+
+def _utc(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class StateOperator:
+    name: str
+    rows_total: int
+    rows_updated: int
+    memory_bytes: int
+    rows_dropped_by_watermark: int
+    custom: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SourceProgress:
+    description: str
+    start_offset: str | None
+    end_offset: str | None
+    rows: int
+
+    @property
+    def stream(self) -> str | None:
+        """The stream an ``armd-synthetic`` source reads (None for other sources)."""
+        return offset_stream(self.end_offset)
+
+    @property
+    def event_seconds(self) -> float | None:
+        """Event time this batch covered, from event-time offsets (None for other sources)."""
+        start, end = offset_seconds(self.start_offset), offset_seconds(self.end_offset)
+        if start is None or end is None:  # a query's first batch has no start offset in its progress
+            return None
+        return max(0.0, end - start)
+
+
+@dataclass(frozen=True)
+class ProgressRecord:
+    """One progress event of one micro-batch."""
+
+    seq: int
+    query: str | None
+    """The armd query (None for queries armd does not manage)."""
+    spark_name: str | None
+    run_id: str
+    batch_id: int
+    at: datetime
+    input_rows: int
+    batch_ms: int
+    durations_ms: Mapping[str, int]
+    event_min: datetime | None
+    event_max: datetime | None
+    watermark: datetime | None
+    state_operators: Sequence[StateOperator]
+    sources: Sequence[SourceProgress]
+    observed: Mapping[str, Mapping[str, Any]]
+    raw: Mapping[str, Any]
+
+    @property
+    def state_rows(self) -> int:
+        return sum(op.rows_total for op in self.state_operators)
+
+    @property
+    def state_bytes(self) -> int:
+        return sum(op.memory_bytes for op in self.state_operators)
+
+    @classmethod
+    def from_json(cls, seq: int, doc: Mapping[str, Any]) -> "ProgressRecord":
+        event = doc.get("eventTime") or {}
+        return cls(
+            seq=seq,
+            query=armd_query_name(doc.get("name")),
+            spark_name=doc.get("name"),
+            run_id=str(doc.get("runId")),
+            batch_id=int(doc.get("batchId", -1)),
+            at=_utc(doc.get("timestamp")) or datetime.now(timezone.utc),
+            input_rows=int(doc.get("numInputRows") or 0),
+            batch_ms=int(doc.get("batchDuration") or 0),
+            durations_ms=dict(doc.get("durationMs") or {}),
+            event_min=_utc(event.get("min")),
+            event_max=_utc(event.get("max")),
+            watermark=_utc(event.get("watermark")),
+            state_operators=tuple(
+                StateOperator(
+                    str(op.get("operatorName", "")), int(op.get("numRowsTotal") or 0), int(op.get("numRowsUpdated") or 0),
+                    int(op.get("memoryUsedBytes") or 0), int(op.get("numRowsDroppedByWatermark") or 0),
+                    dict(op.get("customMetrics") or {}),
+                )
+                for op in doc.get("stateOperators") or ()
+            ),
+            sources=tuple(
+                SourceProgress(str(s.get("description", "")), _offset_text(s.get("startOffset")),
+                               _offset_text(s.get("endOffset")), int(s.get("numInputRows") or 0))
+                for s in doc.get("sources") or ()
+            ),
+            observed={str(k): dict(v or {}) for k, v in (doc.get("observedMetrics") or {}).items()},
+            raw=doc,
+        )
+
+
+def _offset_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@dataclass(frozen=True)
+class TerminatedQuery:
+    query: str | None
+    spark_name: str | None
+    id: str
+    run_id: str
+    exception: str | None
+    error_class: str | None
+    at: datetime
+
+
+TerminationHook = Callable[[TerminatedQuery], None]
+
+
+class ProgressListener(StreamingQueryListener):
+    """Keeps every progress event in a bounded buffer; calls hooks when a query fails."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        super().__init__()
+        self._records: deque[ProgressRecord] = deque(maxlen=capacity)
+        self._latest: dict[str, ProgressRecord] = {}
+        self._names: dict[str, str | None] = {}
+        self._seq = 0
+        self._cond = threading.Condition()
+        self._hooks: list[tuple[TerminationHook, bool]] = []
+        self.terminated: list[TerminatedQuery] = []
+        self.errors = 0
+        """Exceptions raised inside the callbacks (Spark would swallow them)."""
+
+    # --- wiring ---
+
+    def attach(self, spark: Any) -> "ProgressListener":
+        spark.streams.addListener(self)
+        return self
+
+    def detach(self, spark: Any) -> None:
+        spark.streams.removeListener(self)
+
+    def add_termination_hook(self, hook: TerminationHook, *, errors_only: bool = True) -> None:
+        """Call ``hook`` when a query terminates (by default only when it failed with an exception)."""
+        self._hooks.append((hook, errors_only))
+
+    # --- Spark's callbacks (on Spark's listener thread) ---
+
+    def onQueryStarted(self, event: Any) -> None:
+        with self._cond:
+            self._names[str(event.runId)] = event.name
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            doc = json.loads(event.progress.json)
+            with self._cond:
+                self._seq += 1
+                record = ProgressRecord.from_json(self._seq, doc)
+                self._records.append(record)
+                if record.query is not None:
+                    self._latest[record.query] = record
+                self._cond.notify_all()
+        except Exception:  # a listener must never break Spark's bus
+            self.errors += 1
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        with self._cond:
+            spark_name = self._names.pop(str(event.runId), None)
+            query = armd_query_name(spark_name)
+            latest = self._latest.get(query) if query else None
+            if latest is not None and latest.run_id == str(event.runId):
+                del self._latest[query]  # type: ignore[arg-type]
+            info = TerminatedQuery(query, spark_name, str(event.id), str(event.runId), event.exception,
+                                   getattr(event, "errorClassOnException", None), datetime.now(timezone.utc))
+            self.terminated.append(info)
+            self._cond.notify_all()
+        for hook, errors_only in list(self._hooks):
+            if errors_only and not info.exception:
+                continue
+            try:
+                hook(info)
+            except Exception:
+                self.errors += 1
+
+    # --- readers ---
+
+    @property
+    def last_seq(self) -> int:
+        with self._cond:
+            return self._seq
+
+    def since(self, seq: int) -> list[ProgressRecord]:
+        """Records with a sequence number > ``seq``, oldest first (those evicted from the buffer are gone)."""
+        with self._cond:
+            return [r for r in self._records if r.seq > seq]
+
+    def records(self, query: str | None = None) -> list[ProgressRecord]:
+        with self._cond:
+            return [r for r in self._records if query is None or r.query == query]
+
+    def latest(self, query: str) -> ProgressRecord | None:
+        """The newest progress of the query's current run (None before its first batch or after it stopped)."""
+        with self._cond:
+            return self._latest.get(query)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+        """Wait until ``predicate()`` holds (checked whenever a record or termination arrives)."""
+        with self._cond:
+            return self._cond.wait_for(predicate, timeout)
+
+    def wait_for_run(self, query: Any, timeout: float = 30.0) -> bool:
+        """Wait until every batch that the ``StreamingQuery`` run reports as executed has arrived here.
+
+        Idle progress (no batch ran) carries the *next* batch id, so only
+        progress with an ``addBatch`` duration counts.
+        """
+        run_id = str(query.runId)
+        done = [p["batchId"] for p in query.recentProgress if "addBatch" in (p["durationMs"] or {})]
+        if not done:
+            return True
+        last = max(done)
+        return self.wait_for(lambda: any(r.run_id == run_id and r.batch_id >= last for r in self._records), timeout)
+
+    def wait_for_batch(self, query: str, batch_id: int, timeout: float = 30.0) -> bool:
+        """Wait until the progress of the armd query's batch ``batch_id`` (or a later one) has arrived."""
+        return self.wait_for(lambda: any(r.query == query and r.batch_id >= batch_id for r in self._records), timeout)
+
+
+class SparkStats:
+    """The ``StatsSource`` port over a ``ProgressListener``; see the module docstring for the formulas."""
+
+    def __init__(
+        self,
+        listener: ProgressListener,
+        time_unit_seconds: float,
+        *,
+        streams: Mapping[str, Sequence[str]] | None = None,
+        queries: Iterable[str] | None = None,
+    ) -> None:
+        if not time_unit_seconds > 0:
+            raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
+        self.listener = listener
+        self.time_unit_seconds = float(time_unit_seconds)
+        self.streams = {q: tuple(s) for q, s in (streams or {}).items()}
+        """armd query → stream name per source position (only for sources other than armd-synthetic)."""
+        self.queries = set(queries) if queries is not None else None
+        """armd queries to report (None: every managed query that reported progress)."""
+        self._seq = listener.last_seq
+        self._last_max: dict[str, datetime] = {}
+        self.groups: dict[str, dict[str, int]] = {}
+        """armd query → plan node → max distinct keys per batch in the last interval."""
+
+    def observe(self, at: datetime) -> Observation:
+        records = self.listener.since(self._seq)
+        if records:
+            self._seq = records[-1].seq
+        pooled: dict[str, list[float]] = {}  # stream → [rows, seconds]
+        counts: dict[str, dict[tuple[str, str, str], float]] = {}
+        validity: dict[tuple[str, str], float] = {}
+        spans: dict[str, float] = {}
+        self.groups = {}
+        for r in records:
+            if r.query is None or (self.queries is not None and r.query not in self.queries):
+                continue
+            span = 0.0
+            for i, source in enumerate(r.sources):
+                stream, seconds = self._source(r, i, source)
+                if stream is None or seconds is None:
+                    continue
+                totals = pooled.setdefault(stream, [0.0, 0.0])
+                totals[0] += source.rows
+                totals[1] += seconds
+                span = max(span, seconds)
+            spans[r.query] = spans.get(r.query, 0.0) + span
+            if r.event_max is not None:
+                self._last_max[r.run_id] = max(r.event_max, self._last_max.get(r.run_id, r.event_max))
+            for name, metrics in r.observed.items():
+                parsed = parse_observation_name(name)
+                if parsed is None:
+                    continue
+                key = (parsed.kind, parsed.node, parsed.role)
+                per_query = counts.setdefault(r.query, {})
+                per_query[key] = per_query.get(key, 0.0) + float(metrics.get("rows") or 0)
+                if parsed.param is not None:
+                    validity[(r.query, parsed.node)] = parsed.param
+                if parsed.kind == "groups" and metrics.get("groups") is not None:
+                    node_groups = self.groups.setdefault(r.query, {})
+                    node_groups[parsed.node] = max(node_groups.get(parsed.node, 0), int(metrics["groups"]))
+        stream_stats = []
+        for stream in sorted(pooled):
+            rows, seconds = pooled[stream]
+            if seconds <= 0:
+                continue
+            d = seconds / rows / self.time_unit_seconds if rows > 0 else math.inf
+            stream_stats.append(StreamStats(stream, int(rows), seconds, rows / seconds, d))
+        names = sorted(self.queries) if self.queries is not None else sorted(
+            {r.query for r in self.listener.records() if r.query is not None}
+        )
+        metrics = []
+        for query in names:
+            latest = self.listener.latest(query)
+            sel = _selectivities(counts.get(query, {}), validity, query, spans.get(query, 0.0))
+            if latest is None and not sel and query not in spans:
+                continue
+            metrics.append(QueryMetrics(
+                query,
+                state_rows=latest.state_rows if latest else None,
+                state_bytes=latest.state_bytes if latest else None,
+                selectivities=sel,
+            ))
+        return Observation(at, tuple(stream_stats), tuple(metrics))
+
+    def _source(self, r: ProgressRecord, i: int, source: SourceProgress) -> tuple[str | None, float | None]:
+        stream = source.stream
+        if stream is None:
+            names = self.streams.get(r.query or "", ())
+            stream = names[i] if i < len(names) else None
+        seconds = source.event_seconds
+        if seconds is None and (len(r.sources) == 1 or source.stream is not None) and r.event_max is not None:
+            previous = self._last_max.get(r.run_id, r.event_min)
+            seconds = max(0.0, (r.event_max - previous).total_seconds()) if previous is not None else 0.0
+        return stream, seconds
+
+    def close(self) -> None:
+        pass
+
+
+def _selectivities(
+    counts: Mapping[tuple[str, str, str], float], validity: Mapping[tuple[str, str], float], query: str, span: float
+) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for (kind, node, role), value in counts.items():
+        if kind == "filter" and role == "out":
+            seen = counts.get(("filter", node, "in"), 0.0)
+            if seen > 0:
+                out[node] = value / seen
+        elif kind == "join" and role == "out" and (query, node) in validity and span > 0:
+            left, right = counts.get(("join", node, "left"), 0.0), counts.get(("join", node, "right"), 0.0)
+            if left > 0 and right > 0:
+                out[node] = min(1.0, value * span / (validity[(query, node)] * left * right))
+    return out

@@ -1,0 +1,315 @@
+"""Managed queries: Spark queries armd starts, stops and restarts with the settings it decides.
+
+A user hands armd a *builder*, ``"module:function"``, called as
+``builder(spark, params) -> DataFrame`` (a streaming DataFrame). ``params``
+(``QueryParams``) carry the settings in force — window sizes and slides in
+seconds per plan node, the query's granularity, a join order — so the same
+builder yields the query at any setting. armd adds the sink
+(``foreachBatch`` through a ``BatchWriter``), a checkpoint directory of its
+own for every run, and the Spark query name ``NAME@VERSION`` by which the
+listener maps progress back to the armd query.
+
+``NaiveRestartApplier`` is the simplest way to put new settings into force:
+stop the query and start it again on a fresh checkpoint. It is LOSSY (see
+its docstring); it exists as the baseline that GenMig must beat.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from armd.daemon.ports import EventRecord, QuerySettings
+
+from .sinks import BatchSink, BatchWriter
+
+Builder = Callable[[SparkSession, "QueryParams"], DataFrame]
+OUTPUT_MODES = ("append", "update", "complete")
+TRIGGER_KINDS = ("processingTime", "once", "availableNow", "continuous")
+NAME_SEPARATOR = "@"
+
+
+@dataclass(frozen=True)
+class QueryParams:
+    """The settings a builder builds its query with; all times in seconds."""
+
+    windows: Mapping[str, float] = field(default_factory=dict)
+    """Window size per window node id."""
+    slides: Mapping[str, float] = field(default_factory=dict)
+    """Slide per window node id (Spark's slide is the model's granularity); see ``slide``."""
+    granularity: float | None = None
+    """The query's granularity (the slide of windows without their own entry in ``slides``)."""
+    join_order: tuple[str, ...] | None = None
+    """Order in which a multi-way join combines its inputs (stream or node names)."""
+    version: int = 0
+    """Plan version: 0 for the first run, +1 for every restart with new settings."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Anything else the builder needs (fixed per query)."""
+
+    def window(self, node: str, default: float) -> float:
+        return float(self.windows.get(node, default))
+
+    def slide(self, node: str, default: float) -> float:
+        """The node's slide: its own entry, else the query's granularity, else ``default``."""
+        if node in self.slides:
+            return float(self.slides[node])
+        return float(self.granularity) if self.granularity is not None else float(default)
+
+    def with_settings(self, settings: QuerySettings, time_unit_seconds: float) -> "QueryParams":
+        """These params with the window sizes and granularity of ``settings`` (model units → seconds)."""
+        windows = {**self.windows, **{node: float(w) * time_unit_seconds for node, w in settings.windows.items()}}
+        granularity = self.granularity if settings.granularity is None else float(settings.granularity) * time_unit_seconds
+        return replace(self, windows=windows, granularity=granularity)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "windows": dict(self.windows), "slides": dict(self.slides), "granularity": self.granularity,
+            "join_order": list(self.join_order) if self.join_order else None, "version": self.version,
+        }
+
+
+@dataclass(frozen=True)
+class ManagedSpec:
+    """How to run one managed query."""
+
+    name: str
+    builder: str
+    """``"module:function"``, called as ``function(spark, params) -> DataFrame``."""
+    sink: BatchSink
+    params: QueryParams = field(default_factory=QueryParams)
+    """Initial settings."""
+    output_mode: str = "append"
+    trigger: Mapping[str, Any] | None = None
+    """Keyword arguments of ``DataStreamWriter.trigger``, e.g. ``{"processingTime": "1 second"}``; None: as fast as possible."""
+    streams: tuple[str, ...] = ()
+    """Stream name of each source in Spark's order; only needed for sources other than ``armd-synthetic``."""
+
+    def __post_init__(self) -> None:
+        if not self.name or NAME_SEPARATOR in self.name:
+            raise ValueError(f"managed query name must be non-empty and contain no {NAME_SEPARATOR!r}, got {self.name!r}")
+        if self.output_mode not in OUTPUT_MODES:
+            raise ValueError(f"query {self.name!r}: output_mode must be one of {', '.join(OUTPUT_MODES)}, got {self.output_mode!r}")
+        unknown = sorted(set(self.trigger or {}) - set(TRIGGER_KINDS))
+        if unknown:
+            raise ValueError(f"query {self.name!r}: unknown trigger {unknown}; allowed: {', '.join(TRIGGER_KINDS)}")
+        load_builder(self.builder)
+
+
+def load_builder(ref: str) -> Builder:
+    """The function named by ``"module:function"``; raises ``LookupError`` saying what is wrong."""
+    module_name, sep, attr = str(ref).partition(":")
+    if not sep or not module_name or not attr:
+        raise LookupError(f"builder must be 'module:function' (e.g. 'myjobs.clicks:build'), got {ref!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise LookupError(f"builder {ref!r}: cannot import module {module_name!r}: {exc}") from None
+    target: Any = module
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise LookupError(f"builder {ref!r}: module {module_name!r} has no attribute {attr!r}")
+    if not callable(target):
+        raise LookupError(f"builder {ref!r}: {attr!r} is not callable")
+    return target
+
+
+def spark_query_name(name: str, version: int) -> str:
+    return f"{name}{NAME_SEPARATOR}{version}"
+
+
+def armd_query_name(spark_name: str | None) -> str | None:
+    """The armd query a Spark query name ``NAME@VERSION`` belongs to (None for unmanaged queries)."""
+    if not spark_name or NAME_SEPARATOR not in spark_name:
+        return None
+    name, _, version = spark_name.rpartition(NAME_SEPARATOR)
+    return name if version.isdigit() else None
+
+
+class ManagedQuery:
+    """A registered query and its current run."""
+
+    def __init__(self, spec: ManagedSpec) -> None:
+        self.spec = spec
+        self.params = spec.params
+        self.query: StreamingQuery | None = None
+        self.writer: BatchWriter | None = None
+        self.checkpoint: Path | None = None
+        self.runs = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def running(self) -> bool:
+        return self.query is not None and self.query.isActive
+
+    @property
+    def spark_name(self) -> str:
+        return spark_query_name(self.name, self.params.version)
+
+
+class QueryManager:
+    """Starts, stops and restarts managed queries; every run on its own checkpoint under ``checkpoint_root``."""
+
+    def __init__(self, spark: SparkSession, checkpoint_root: str | Path, *, keep_checkpoints: bool = False) -> None:
+        self.spark = spark
+        self.checkpoint_root = Path(checkpoint_root)
+        self.keep_checkpoints = keep_checkpoints
+        self._queries: dict[str, ManagedQuery] = {}
+        self._lock = threading.RLock()
+
+    def register(self, spec: ManagedSpec) -> ManagedQuery:
+        with self._lock:
+            if spec.name in self._queries:
+                raise ValueError(f"query {spec.name!r} is already registered")
+            managed = self._queries[spec.name] = ManagedQuery(spec)
+            return managed
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self.stop(name)
+            del self._queries[name]
+
+    def get(self, name: str) -> ManagedQuery:
+        with self._lock:
+            try:
+                return self._queries[name]
+            except KeyError:
+                known = ", ".join(sorted(self._queries)) or "none"
+                raise LookupError(f"no managed query {name!r}; registered: {known}") from None
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._queries)
+
+    def start(self, name: str, params: QueryParams | None = None) -> StreamingQuery:
+        """Build the query with ``params`` (default: its current ones) and start it on a fresh checkpoint."""
+        with self._lock:
+            managed = self.get(name)
+            if managed.running:
+                raise RuntimeError(f"query {name!r} is already running (Spark query {managed.spark_name})")
+            if params is not None:
+                managed.params = params
+            spec = managed.spec
+            df = load_builder(spec.builder)(self.spark, managed.params)
+            if not getattr(df, "isStreaming", False):
+                raise TypeError(f"builder {spec.builder!r} of query {name!r} must return a streaming DataFrame")
+            checkpoint = self.checkpoint_root / name / f"v{managed.params.version:04d}-{uuid.uuid4().hex[:8]}"
+            writer = spec.sink.writer(name, managed.params.version)
+            stream = (
+                df.writeStream.queryName(managed.spark_name)
+                .option("checkpointLocation", str(checkpoint))
+                .outputMode(spec.output_mode)
+                .foreachBatch(writer)
+            )
+            if spec.trigger:
+                stream = stream.trigger(**spec.trigger)
+            managed.query = stream.start()
+            managed.writer, managed.checkpoint = writer, checkpoint
+            managed.runs += 1
+            return managed.query
+
+    def stop(self, name: str) -> None:
+        """Stop the current run (if any); its checkpoint is deleted unless ``keep_checkpoints``."""
+        with self._lock:
+            managed = self.get(name)
+            if managed.query is not None:
+                managed.query.stop()
+                managed.query = None
+            if managed.checkpoint is not None and not self.keep_checkpoints:
+                shutil.rmtree(managed.checkpoint, ignore_errors=True)
+
+    def restart(self, name: str, params: QueryParams) -> StreamingQuery:
+        """Stop, then start with ``params`` as the next plan version on a fresh checkpoint (state is lost)."""
+        with self._lock:
+            managed = self.get(name)
+            self.stop(name)
+            return self.start(name, replace(params, version=managed.params.version + 1))
+
+    def stop_all(self) -> None:
+        with self._lock:
+            for name in list(self._queries):
+                self.stop(name)
+
+
+class NaiveRestartApplier:
+    """Applies new settings by stopping the query and restarting it on a fresh checkpoint. LOSSY.
+
+    What is lost: the new run starts from the source's *latest* offsets (or
+    its configured starting offsets) with empty state. Window contents of the
+    old run that had not been emitted are dropped, windows that straddle the
+    restart are emitted with only part of their elements, and elements that
+    arrive while the query is down are not seen (or seen twice, depending on
+    the source's starting position). Every apply is logged as
+    ``naive_restart`` with ``lossy=True`` and reported as an ``EventRecord``
+    through ``on_event``. This is the baseline the GenMig migration beats;
+    use it only when losing results around a change is acceptable.
+    """
+
+    name = "naive-restart"
+    strategy = "naive-restart"
+
+    def __init__(
+        self,
+        manager: QueryManager,
+        time_unit_seconds: float,
+        *,
+        on_event: Callable[[EventRecord], None] | None = None,
+        log: Any = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if not time_unit_seconds > 0:
+            raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
+        self.manager = manager
+        self.time_unit_seconds = float(time_unit_seconds)
+        self.on_event = on_event
+        if log is None:
+            import structlog
+
+            log = structlog.get_logger("armd.spark")
+        self.log = log
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
+
+    def apply(self, query: str, old: QuerySettings | None, new: QuerySettings) -> str:
+        managed = self.manager.get(query)
+        before = managed.params
+        params = before.with_settings(new, self.time_unit_seconds)
+        if managed.running and replace(params, version=before.version) == before:
+            self.log.info("settings_unchanged", query=query, migration=self.strategy)
+            return self.strategy
+        was_running = managed.running
+        old_checkpoint = managed.checkpoint
+        if was_running or managed.runs:
+            self.manager.restart(query, params)
+        else:
+            self.manager.start(query, params)
+        after = managed.params
+        details = {
+            "lossy": True,
+            "old_params": before.as_json(),
+            "new_params": after.as_json(),
+            "was_running": was_running,
+            "old_checkpoint": str(old_checkpoint) if old_checkpoint else None,
+            "new_checkpoint": str(managed.checkpoint),
+        }
+        self.log.warning("naive_restart", query=query, migration=self.strategy, lossy=True,
+                         plan_version=after.version, windows=dict(after.windows), granularity=after.granularity)
+        if self.on_event is not None:
+            self.on_event(EventRecord(
+                self.clock(), "naive_restart", "warning",
+                f"query {query!r} restarted with new settings on a fresh checkpoint (plan version {after.version}); "
+                "lossy: state of the old run and results of windows open across the restart are lost",
+                query=query, details=details,
+            ))
+        return self.strategy

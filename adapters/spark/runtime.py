@@ -1,0 +1,62 @@
+"""The one object the daemon wires when it runs on Spark.
+
+``SparkRuntime.create`` builds the session, attaches the progress listener,
+and makes the query manager, the statistics source (``StatsSource`` port)
+and the naive-restart applier (``Applier`` port) over them, so that the
+daemon's entry point only has to register its managed queries and hand
+``runtime.stats`` and ``runtime.applier`` to the controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from armd.daemon.ports import EventRecord
+
+from .listener import ProgressListener, SparkStats, TerminationHook
+from .managed import NaiveRestartApplier, QueryManager
+from .session import build_session
+
+
+@dataclass
+class SparkRuntime:
+    spark: Any
+    listener: ProgressListener
+    manager: QueryManager
+    stats: SparkStats
+    applier: NaiveRestartApplier
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        checkpoint_root: str | Path,
+        time_unit_seconds: float,
+        master: str = "local[2]",
+        app_name: str = "armd",
+        conf: Mapping[str, str] | None = None,
+        state_store: str = "hdfs",
+        streams: Mapping[str, Sequence[str]] | None = None,
+        queries: Iterable[str] | None = None,
+        on_event: Callable[[EventRecord], None] | None = None,
+        on_terminated: TerminationHook | None = None,
+        log: Any = None,
+    ) -> "SparkRuntime":
+        """Everything the daemon needs; ``[spark]`` of the configuration gives master, app_name and conf."""
+        spark = build_session(master, app_name, conf, state_store=state_store)
+        listener = ProgressListener().attach(spark)
+        if on_terminated is not None:
+            listener.add_termination_hook(on_terminated)
+        manager = QueryManager(spark, checkpoint_root)
+        stats = SparkStats(listener, time_unit_seconds, streams=streams, queries=queries)
+        applier = NaiveRestartApplier(manager, time_unit_seconds, on_event=on_event, log=log)
+        return cls(spark, listener, manager, stats, applier)
+
+    def close(self, *, stop_session: bool = False) -> None:
+        """Stop every managed query and detach the listener (and stop Spark with ``stop_session``)."""
+        self.manager.stop_all()
+        self.listener.detach(self.spark)
+        if stop_session:
+            self.spark.stop()

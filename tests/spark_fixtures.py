@@ -1,0 +1,34 @@
+"""One local SparkSession (and one progress listener) for all Spark tests of a pytest session.
+
+Import the fixtures into a test module with
+``from spark_fixtures import spark, progress_listener  # noqa: F401``.
+Starting the JVM takes most of the Spark tests' time, so it happens once.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from armd.adapters.spark.listener import ProgressListener  # noqa: E402
+from armd.adapters.spark.session import build_session  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator["object"]:
+    session = build_session("local[2]", "armd-tests", shuffle_partitions=2)
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def progress_listener(spark) -> Iterator[ProgressListener]:
+    listener = ProgressListener().attach(spark)
+    yield listener
+    listener.detach(spark)

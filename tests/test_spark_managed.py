@@ -1,0 +1,125 @@
+"""Managed queries on real Spark: builders, runs on their own checkpoints, the lossy naive-restart applier."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from spark_fixtures import progress_listener, spark  # noqa: F401
+from structlog.testing import capture_logs
+
+from armd.adapters.spark.managed import (
+    ManagedSpec, NaiveRestartApplier, QueryManager, QueryParams, armd_query_name, load_builder,
+)
+from armd.adapters.spark.measure import sources
+from armd.adapters.spark.sinks import BatchSink, MemorySink
+from armd.daemon.ports import EventRecord, QuerySettings
+
+WINDOWED_COUNT = "armd.adapters.spark.builders:windowed_count"
+
+
+def passthrough(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """A stateless builder: the source rows as they come."""
+    from armd.adapters.spark.builders import synthetic
+
+    return synthetic(spark, params, "clicks")
+
+
+class FailingSink(BatchSink):
+    def write_batch(self, df, query, batch_id, plan_version) -> None:
+        raise RuntimeError("the sink is broken")
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("builders_without_colon", "must be 'module:function'"),
+        ("no_such_module_xyz:build", "cannot import module 'no_such_module_xyz'"),
+        ("armd.adapters.spark.builders:nope", "has no attribute 'nope'"),
+        ("armd.adapters.spark.builders:FORMAT", "is not callable"),
+    ],
+)
+def test_bad_builder_names_what_is_wrong(ref: str, message: str) -> None:
+    with pytest.raises(LookupError, match=message):
+        load_builder(ref)
+
+
+def test_spark_query_names_map_back_to_armd_queries() -> None:
+    assert armd_query_name("clicks_per_key@12") == "clicks_per_key"
+    assert armd_query_name("someone_elses_query") is None
+    assert armd_query_name(None) is None
+    with pytest.raises(ValueError, match="contain no '@'"):
+        ManagedSpec("a@b", WINDOWED_COUNT, MemorySink())
+
+
+def test_params_take_settings_in_model_units() -> None:
+    params = QueryParams(windows={"w": 10.0, "v": 3.0}, slides={"v": 0.5}, granularity=2.0)
+    settings = QuerySettings(fw=0.5, fg=1.0, windows={"w": 4000.0}, granularity=1000.0, qos=0.7)
+    new = params.with_settings(settings, 0.001)
+    assert new.windows == {"w": 4.0, "v": 3.0} and new.granularity == 1.0
+    assert new.slide("w", 9.0) == 1.0 and new.slide("v", 9.0) == 0.5
+
+
+def test_naive_restart_applies_new_windows_on_a_fresh_checkpoint(spark, progress_listener, tmp_path) -> None:  # noqa: F811
+    start = math.floor(time.time()) - 3600
+    sink = MemorySink()
+    manager = QueryManager(spark, tmp_path / "checkpoints")
+    extra = {"sources": sources({"clicks": 20.0}, start=start, seconds=12, batch_seconds=4, keys=3), "delay_seconds": 0}
+    manager.register(ManagedSpec("wc", WINDOWED_COUNT, sink, QueryParams(windows={"w": 4.0}, granularity=4.0, extra=extra)))
+    events: list[EventRecord] = []
+    applier = NaiveRestartApplier(manager, 0.001, on_event=events.append)
+    try:
+        manager.start("wc").processAllAvailable()
+        first_checkpoint = manager.get("wc").checkpoint
+        assert first_checkpoint is not None and first_checkpoint.exists()
+        new = QuerySettings(fw=0.0, fg=1.0, windows={"w": 2000.0}, granularity=2000.0, qos=0.5)
+        with capture_logs() as logs:
+            assert applier.apply("wc", None, new) == "naive-restart"
+        managed = manager.get("wc")
+        assert managed.params.version == 1 and managed.params.windows["w"] == 2.0 and managed.params.granularity == 2.0
+        assert managed.checkpoint != first_checkpoint and not first_checkpoint.exists()
+        managed.query.processAllAvailable()  # type: ignore[union-attr]
+    finally:
+        manager.stop_all()
+    lengths = {(r["plan_version"], (r["window"]["end"] - r["window"]["start"]).total_seconds()) for r in sink.rows("wc")}
+    assert lengths == {(0, 4.0), (1, 2.0)}
+    [event] = events
+    assert event.kind == "naive_restart" and event.details["lossy"] is True and "lossy" in event.message
+    assert [entry for entry in logs if entry["event"] == "naive_restart"][0]["lossy"] is True
+    with pytest.raises(LookupError, match="no managed query 'nope'; registered: wc"):
+        applier.apply("nope", None, new)
+
+
+def test_keep_hook_changes_between_batches_of_a_running_query(spark, progress_listener, tmp_path) -> None:  # noqa: F811
+    sink = MemorySink()
+    manager = QueryManager(spark, tmp_path / "checkpoints")
+    extra = {"sources": {"clicks": {**sources({"clicks": 50.0}, start=time.time() - 1, seconds=1e9, batch_seconds=1)["clicks"],
+                                    "end_seconds": ""}}}
+    manager.register(ManagedSpec("live", "test_spark_managed:passthrough", sink, QueryParams(extra=extra)))
+    try:
+        manager.start("live")
+        assert progress_listener.wait_for(lambda: len(sink.batch_ids("live")) >= 2 and sink.rows("live"), 60)
+        manager.get("live").writer.keep = lambda df: df.limit(0)  # type: ignore[union-attr]
+        switched = max(sink.batch_ids("live"))
+        assert progress_listener.wait_for(lambda: max(sink.batch_ids("live")) >= switched + 3, 60)
+    finally:
+        manager.stop_all()
+    late = [r for r in sink.rows("live") if r["batch_id"] > switched + 1]
+    assert sink.rows("live") and not late
+
+
+def test_a_failing_query_calls_the_termination_hook(spark, progress_listener, tmp_path) -> None:  # noqa: F811
+    failed = []
+    progress_listener.add_termination_hook(failed.append)
+    manager = QueryManager(spark, tmp_path / "checkpoints")
+    extra = {"sources": sources({"clicks": 5.0}, start=time.time() - 100, seconds=4, batch_seconds=4)}
+    manager.register(ManagedSpec("broken", "test_spark_managed:passthrough", FailingSink(), QueryParams(extra=extra)))
+    query = manager.start("broken")
+    with pytest.raises(Exception, match="the sink is broken"):
+        query.awaitTermination(60)
+    assert progress_listener.wait_for(lambda: any(f.query == "broken" for f in failed), 30)
+    [info] = [f for f in failed if f.query == "broken"]
+    assert info.spark_name == "broken@0" and "the sink is broken" in (info.exception or "")
+    manager.stop_all()
