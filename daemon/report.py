@@ -77,6 +77,18 @@ def _figure(rows: int = 1, height: float = 4.5) -> tuple[Figure, list[Axes]]:
     return figure, list(axes)
 
 
+
+def _bounds_and_markers(ax, series, drawn, bound: tuple[str, float], usable: float) -> None:
+    """The bound and the usable bound as lines over the time span, decisions and migrations marked."""
+    span = _span(series)
+    if not span:
+        _no_data(ax)
+        return
+    for label, value, style in ((*bound, "-"), ("usable bound (bound − reserve)", usable, "--")):
+        ax.plot(list(span), [value, value], color="tab:red", linestyle=style, linewidth=1.4, label=label)
+        drawn[label] = (list(span), [value, value])
+    _markers(ax, series, drawn)
+
 def _markers(ax: Axes, series: Mapping[str, Sequence[Mapping[str, Any]]], drawn: Series, legend: bool = True) -> None:
     """Decisions (grey: applied, light: not applied) and migrations (green: done, red: failed) as vertical lines."""
     decisions = series["decisions"]
@@ -125,14 +137,7 @@ def plot_memory_total(series: Mapping[str, Sequence[Mapping[str, Any]]], bounds:
     if measured[0]:
         ax.plot(*measured, color="tab:orange", linewidth=1.8, label="measured state")
         drawn["measured"] = measured
-    span = _span(series)
-    if span:
-        for value, label, style in ((bounds.memory, "memory bound", "-"), (bounds.usable_memory, "usable bound (bound − reserve)", "--")):
-            ax.plot(list(span), [value, value], color="tab:red", linestyle=style, linewidth=1.4, label=label)
-            drawn[label] = (list(span), [value, value])
-        _markers(ax, series, drawn)
-    else:
-        _no_data(ax)
+    _bounds_and_markers(ax, series, drawn, ("memory bound", bounds.memory), bounds.usable_memory)
     ax.set_ylabel("memory (bytes)")
     ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
     ax.set_ylim(bottom=0)
@@ -177,14 +182,7 @@ def plot_cpu(series: Mapping[str, Sequence[Mapping[str, Any]]], bounds: Bounds, 
         label = f"{query} (estimated)"
         ax.plot(*per_query[query], linewidth=1.1, color=_QUERY_COLORS[i % len(_QUERY_COLORS)], label=label)
         drawn[label] = per_query[query]
-    span = _span(series)
-    if span:
-        for value, label, style in ((bounds.cpu, "CPU bound", "-"), (bounds.usable_cpu, "usable bound (bound − reserve)", "--")):
-            ax.plot(list(span), [value, value], color="tab:red", linestyle=style, linewidth=1.4, label=label)
-            drawn[label] = (list(span), [value, value])
-        _markers(ax, series, drawn)
-    else:
-        _no_data(ax)
+    _bounds_and_markers(ax, series, drawn, ("CPU bound", bounds.cpu), bounds.usable_cpu)
     ax.set_ylabel(f"CPU ({CPU_UNIT})")
     ax.set_ylim(bottom=0)
     _legend(ax)
