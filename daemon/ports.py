@@ -47,10 +47,41 @@ class QueryMetrics:
 
 
 @dataclass(frozen=True)
+class BatchProgress:
+    """One micro-batch of an engine query, as the engine reported it (Spark's progress event)."""
+
+    query: str
+    """The armd query."""
+    run_id: str
+    """The engine's id of the query run (a restart or migration starts a new run)."""
+    batch_id: int
+    at: datetime
+    """When the batch started."""
+    input_rows: int
+    batch_ms: int
+    """Wall-clock duration of the batch."""
+    durations_ms: Mapping[str, int] = field(default_factory=dict)
+    """Duration per phase (Spark's ``durationMs``)."""
+    event_min: datetime | None = None
+    event_max: datetime | None = None
+    watermark: datetime | None = None
+    state_rows: int = 0
+    """Σ numRowsTotal over the state operators."""
+    state_bytes: int = 0
+    """Σ memoryUsedBytes over the state operators."""
+    rows_dropped_by_watermark: int = 0
+    operators: Sequence[Mapping[str, Any]] = ()
+    """Per state operator: name, rows_total, rows_updated, memory_bytes, rows_dropped_by_watermark, custom."""
+    plan_version: int | None = None
+
+
+@dataclass(frozen=True)
 class Observation:
     at: datetime
     streams: Sequence[StreamStats]
     queries: Sequence[QueryMetrics] = ()
+    batches: Sequence[BatchProgress] = ()
+    """Engine batches that completed in the interval (empty for sources without an engine)."""
 
 
 class StatsSource(Protocol):
@@ -195,7 +226,7 @@ class Store(Protocol):
     ) -> None: ...
 
     def prune_observations(self, older_than: datetime) -> int:
-        """Delete observations older than ``older_than``; returns how many."""
+        """Delete observations and batch progress older than ``older_than``; returns how many."""
         ...
 
     def close(self) -> None: ...

@@ -87,3 +87,17 @@ def test_sliding_window_state_matches_the_mapping(observed) -> None:
     mean = sum(r.state_rows for r in records) / len(records)
     assert mean == pytest.approx(window_aggregation_rows(4, 1, 1, BATCH, 20, KEYS), rel=0.1)
     assert all(op.memory_bytes > 0 for r in records for op in r.state_operators)
+
+
+def test_every_batch_of_the_interval_is_in_the_observation(observed) -> None:
+    batches = observed["observation"].batches
+    for name, records in observed["records"].items():
+        mine = [b for b in batches if b.query == name]
+        assert [b.batch_id for b in mine] == [r.batch_id for r in records], name
+        assert all(b.plan_version == 0 and b.batch_ms >= 0 for b in mine)
+        last = mine[-1]
+        assert (last.state_rows, last.state_bytes) == (records[-1].state_rows, records[-1].state_bytes)
+        assert last.operators and {"name", "rows_total", "memory_bytes", "rows_dropped_by_watermark", "custom"} <= set(last.operators[0])
+        assert last.input_rows == records[-1].input_rows and last.event_max == records[-1].event_max
+    assert sum(b.input_rows for b in batches if b.query == "wc") > 0
+    assert observed["second"].batches == ()

@@ -23,6 +23,7 @@ from netproxy import Proxy
 
 from armd.adapters.store import SchemaOutdated, SqlStore, StoreError, StoreUnavailable, redact_url
 from armd.daemon.ports import (
+    BatchProgress,
     DecisionRecord,
     EstimateRow,
     EventRecord,
@@ -36,7 +37,7 @@ from armd.daemon.ports import (
 )
 
 T0 = datetime(2025, 11, 22, 12, 0, tzinfo=timezone.utc)
-TABLES = {"streams", "queries", "plan_nodes", "observations", "estimates", "decisions", "migrations", "events"}
+TABLES = {"streams", "queries", "plan_nodes", "observations", "batches", "estimates", "decisions", "migrations", "events"}
 VIEWS = {"query_overview", "recent_decisions", "open_migrations", "recent_alerts"}
 
 
@@ -284,6 +285,29 @@ def test_prune_observations_deletes_only_older_rows(store: SqlStore, store_url: 
     remaining = plain_sql(store_url, "SELECT count(*) AS n FROM observations")
     assert remaining == [{"n": 4}]
     assert store.prune_observations(T0) == 0
+
+
+def test_engine_batches_are_recorded_and_pruned(store: SqlStore, store_url: str) -> None:
+    operators = [{"name": "stateStoreSave", "rows_total": 40, "rows_updated": 3, "memory_bytes": 9000,
+                  "rows_dropped_by_watermark": 1, "custom": {"numRemovedStateRows": 2}}]
+    batches = [
+        BatchProgress("q1", "run-a", batch, T0 + timedelta(seconds=batch), input_rows=10 * batch, batch_ms=120,
+                      durations_ms={"addBatch": 80, "triggerExecution": 120}, event_min=T0, event_max=T0 + timedelta(seconds=batch),
+                      watermark=T0 if batch else None, state_rows=40, state_bytes=9000, rows_dropped_by_watermark=1,
+                      operators=operators, plan_version=3)
+        for batch in (0, 1)
+    ]
+    store.record_observation(Observation(at=T0 + timedelta(seconds=2), streams=[], batches=batches))
+    rows = plain_sql(store_url, "SELECT query, run_id, plan_version, batch_id, input_rows, batch_ms, state_rows, state_bytes, "
+                                "rows_dropped_by_watermark, durations_ms, operators, watermark FROM batches ORDER BY batch_id")
+    assert [(r["query"], r["run_id"], r["plan_version"], r["batch_id"], r["input_rows"]) for r in rows] == [
+        ("q1", "run-a", 3, 0, 0), ("q1", "run-a", 3, 1, 10)]
+    assert (rows[1]["state_rows"], rows[1]["state_bytes"], rows[1]["rows_dropped_by_watermark"]) == (40, 9000, 1)
+    as_json = [json.loads(v) if isinstance(v, str) else v for v in (rows[1]["durations_ms"], rows[1]["operators"])]
+    assert as_json == [{"addBatch": 80, "triggerExecution": 120}, operators]
+    assert rows[0]["watermark"] is None and rows[1]["watermark"] is not None
+    assert store.prune_observations(T0 + timedelta(seconds=1)) == 1
+    assert plain_sql(store_url, "SELECT batch_id FROM batches") == [{"batch_id": 1}]
 
 
 # -------------------------------------------------------------------- reads

@@ -45,9 +45,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from armd.daemon.ports import Observation, QueryMetrics, StreamStats
+from armd.daemon.ports import BatchProgress, Observation, QueryMetrics, StreamStats
 
-from .managed import armd_query_name
+from .managed import NAME_SEPARATOR, armd_query_name
 from .observed import parse_observation_name
 from .source import offset_seconds, offset_stream
 
@@ -118,6 +118,20 @@ class ProgressRecord:
     @property
     def state_bytes(self) -> int:
         return sum(op.memory_bytes for op in self.state_operators)
+
+    def as_batch(self) -> BatchProgress:
+        """The record as the store keeps it (only for records of armd queries)."""
+        assert self.query is not None, "only progress of managed queries is recorded"
+        version = (self.spark_name or "").rpartition(NAME_SEPARATOR)[2]
+        return BatchProgress(
+            self.query, self.run_id, self.batch_id, self.at, self.input_rows, self.batch_ms, dict(self.durations_ms),
+            self.event_min, self.event_max, self.watermark, self.state_rows, self.state_bytes,
+            sum(op.rows_dropped_by_watermark for op in self.state_operators),
+            tuple({"name": op.name, "rows_total": op.rows_total, "rows_updated": op.rows_updated, "memory_bytes": op.memory_bytes,
+                   "rows_dropped_by_watermark": op.rows_dropped_by_watermark, "custom": dict(op.custom)}
+                  for op in self.state_operators),
+            int(version) if version.isdigit() else None,
+        )
 
     @classmethod
     def from_json(cls, seq: int, doc: Mapping[str, Any]) -> "ProgressRecord":
@@ -319,9 +333,11 @@ class SparkStats:
         validity: dict[tuple[str, str], float] = {}
         spans: dict[str, float] = {}
         self.groups = {}
+        batches = []
         for r in records:
             if r.query is None or (self.queries is not None and r.query not in self.queries):
                 continue
+            batches.append(r.as_batch())
             span = 0.0
             for i, source in enumerate(r.sources):
                 stream, seconds = self._source(r, i, source)
@@ -368,7 +384,7 @@ class SparkStats:
                 state_bytes=latest.state_bytes if latest else None,
                 selectivities=sel,
             ))
-        return Observation(at, tuple(stream_stats), tuple(metrics))
+        return Observation(at, tuple(stream_stats), tuple(metrics), tuple(batches))
 
     def _source(self, r: ProgressRecord, i: int, source: SourceProgress) -> tuple[str | None, float | None]:
         stream = source.stream

@@ -132,6 +132,30 @@ class ObservationRow(Base):
     selectivities: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
+class BatchRow(Base):
+    """One micro-batch of a query run on the engine (Spark's progress event), as the listener received it."""
+
+    __tablename__ = "batches"
+    __table_args__ = (Index("ix_batches_at", "at"), Index("ix_batches_query_at", "query", "at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    query: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str] = mapped_column(String(64))
+    plan_version: Mapped[int | None]
+    batch_id: Mapped[int] = mapped_column(BigInteger)
+    at: Mapped[datetime]
+    input_rows: Mapped[int] = mapped_column(BigInteger)
+    batch_ms: Mapped[int] = mapped_column(BigInteger)
+    event_min: Mapped[datetime | None]
+    event_max: Mapped[datetime | None]
+    watermark: Mapped[datetime | None]
+    state_rows: Mapped[int] = mapped_column(BigInteger)
+    state_bytes: Mapped[int] = mapped_column(BigInteger)
+    rows_dropped_by_watermark: Mapped[int] = mapped_column(BigInteger)
+    durations_ms: Mapped[dict[str, Any]]
+    operators: Mapped[list[Any]]
+
+
 class Decision(Base):
     __tablename__ = "decisions"
     __table_args__ = (Index("ix_decisions_at", "at"),)

@@ -369,9 +369,23 @@ class SqlStore:
             for q in observation.queries
         ]
 
+        batches = [
+            {
+                "query": b.query, "run_id": b.run_id, "plan_version": b.plan_version, "batch_id": b.batch_id,
+                "at": _utc(b.at), "input_rows": b.input_rows, "batch_ms": b.batch_ms,
+                "event_min": b.event_min and _utc(b.event_min), "event_max": b.event_max and _utc(b.event_max),
+                "watermark": b.watermark and _utc(b.watermark), "state_rows": b.state_rows, "state_bytes": b.state_bytes,
+                "rows_dropped_by_watermark": b.rows_dropped_by_watermark, "durations_ms": _json_value(dict(b.durations_ms)),
+                "operators": _json_value([dict(op) for op in b.operators]),
+            }
+            for b in observation.batches
+        ]
+
         def run(session: Session) -> None:
             if rows:
                 session.execute(insert(m.ObservationRow), rows)
+            if batches:
+                session.execute(insert(m.BatchRow), batches)
             for s in observation.streams:
                 session.execute(
                     update(m.Stream)
@@ -413,7 +427,8 @@ class SqlStore:
         cutoff = _utc(older_than)
 
         def run(session: Session) -> int:
-            return session.execute(delete(m.ObservationRow).where(m.ObservationRow.at < cutoff)).rowcount
+            removed = session.execute(delete(m.ObservationRow).where(m.ObservationRow.at < cutoff)).rowcount
+            return removed + session.execute(delete(m.BatchRow).where(m.BatchRow.at < cutoff)).rowcount
 
         return self._call(run)
 
