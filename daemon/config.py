@@ -34,7 +34,12 @@ from armd.policies.qos import QoSError, QueryQoS
 from armd.policies.registry import make_policy
 from armd.policies.triggers import RateTracker
 
-SOURCE_KINDS = ("synthetic",)
+SOURCE_KINDS = ("synthetic", "spark")
+STATE_STORES = ("hdfs", "rocksdb")
+MIGRATIONS = ("naive-restart",)
+"""How the Spark adapter puts new settings into force (``[spark] migration``)."""
+SINK_KINDS = ("parquet", "sql", "memory")
+OUTPUT_MODES = ("append", "update", "complete")
 HOOK_KEYS = {
     "webhook": ("url", "secret", "timeout_seconds", "retries"),
     "command": ("argv", "timeout_seconds", "retries"),
@@ -89,6 +94,42 @@ class SparkConfig:
     """Spark application name."""
     conf: Mapping[str, str] = field(default_factory=dict)
     """Extra Spark configuration, key → string value."""
+    checkpoint_dir: str = "armd-checkpoints"
+    """Where the managed queries keep their checkpoints (one directory per query run), relative to the working directory."""
+    state_store: str = "hdfs"
+    """Spark's state store provider: ``hdfs`` (Spark's default) or ``rocksdb``."""
+    migration: str = "naive-restart"
+    """How new settings are put into force on Spark (one of ``MIGRATIONS``)."""
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    kind: str = "parquet"
+    """``parquet`` (a directory, one subdirectory per plan version), ``sql`` (a table) or ``memory`` (tests)."""
+    path: str | None = None
+    """Parquet: the directory (default ``armd-output/QUERY``)."""
+    url: str | None = None
+    """SQL: SQLAlchemy URL of the database."""
+    table: str | None = None
+    """SQL: the table (default the query name)."""
+
+
+@dataclass(frozen=True)
+class ManagedQueryConfig:
+    """How the Spark adapter runs one plan query (``[managed.NAME]``)."""
+
+    builder: str
+    """``"module:function"``, called as ``function(spark, params) -> DataFrame``."""
+    sink: SinkConfig = field(default_factory=SinkConfig)
+    output_mode: str = "append"
+    trigger_seconds: float = 1.0
+    """Processing-time trigger interval."""
+    watermark_delay_seconds: float = 0.0
+    """The watermark delay the builder gives ``withWatermark`` (``params.extra["delay_seconds"]``)."""
+    nodes: Mapping[str, str] = field(default_factory=dict)
+    """The builder's node name → the plan node id it stands for (names not given are plan node ids)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Anything else the builder reads from ``params.extra``."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +277,8 @@ class Config:
     """Deduplication and queueing of alerts, and the thresholds of the events that watch measurements."""
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     """The Prometheus endpoint."""
+    managed: Mapping[str, ManagedQueryConfig] = field(default_factory=dict)
+    """How each plan query runs on Spark (with ``source.kind = "spark"``; empty otherwise)."""
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced by ``***``."""
@@ -276,6 +319,11 @@ class Config:
             },
             "alerting": _fields(self.alerting),
             "metrics": _fields(self.metrics),
+            "managed": {
+                name: {**_fields(m), "sink": {k: v for k, v in _fields(m.sink).items() if v is not None},
+                       "nodes": dict(m.nodes), "params": dict(m.params)}
+                for name, m in self.managed.items()
+            },
             "alerts": [
                 {
                     "kind": hook.kind,
@@ -328,6 +376,7 @@ SECTIONS = (
     "metrics",
     "plan",
     "queries",
+    "managed",
 )
 
 
@@ -526,11 +575,13 @@ class _Loader:
         plan_doc, plan = self.plan(top)
         store = self.store(top.table("store", ("url", "retention_days", "connect_retries", "connect_backoff_seconds")))
         alerts = tuple(self.alert(i, raw) for i, raw in enumerate(top.tables("alerts")))
+        source = self.source(top.table("source", ("kind", "seed", "streams")), plan, model)
+        managed = self.managed(top, plan, source.kind)
         return Config(
             path=self.file,
             store=store,
             model=model,
-            spark=self.spark(top.table("spark", ("master", "app_name", "conf"))),
+            spark=self.spark(top.table("spark", ("master", "app_name", "conf", "checkpoint_dir", "state_store", "migration"))),
             bounds=self.bounds(top.table("bounds", ("memory_bytes", "cpu", "reserve"))),
             policy=self.policy(top.table("policy", ("name", "params"))),
             guardrails=self.guardrails(
@@ -540,14 +591,15 @@ class _Loader:
             schedule=self.schedule(
                 top.table("schedule", ("observe_seconds", "decide_seconds", "apply_seconds", "housekeeping_seconds"))
             ),
-            source=self.source(top.table("source", ("kind", "seed", "streams")), plan, model),
+            source=source,
             alerts=alerts,
             plan_doc=plan_doc,
             plan=plan,
             qos=self.queries(top, plan),
-            secrets=self.secrets(store, alerts),
+            secrets=self.secrets(store, alerts, managed),
             alerting=self.alerting(top.table("alerting", ("dedup_seconds", "queue_size", "stale_intervals", "estimate_factor"))),
             metrics=self.metrics(top.table("metrics", ("enabled", "port", "address"))),
+            managed=managed,
         )
 
     def _build(self, t: _Table, make: Callable[[], Any]) -> Any:
@@ -597,7 +649,61 @@ class _Loader:
 
         for k, v in t.mapping("conf").items():
             flatten(v, (k,))
-        return SparkConfig(t.string("master", "local[2]"), t.string("app_name", "armd"), conf)
+        return SparkConfig(
+            t.string("master", "local[2]"), t.string("app_name", "armd"), conf, t.string("checkpoint_dir", "armd-checkpoints"),
+            t.string("state_store", "hdfs", STATE_STORES), t.string("migration", "naive-restart", MIGRATIONS),
+        )
+
+    def managed(self, top: _Table, plan: PlanSet, kind: str) -> dict[str, ManagedQueryConfig]:
+        raw = top.mapping("managed")
+        if kind != "spark":
+            if raw:
+                raise top.error(("managed",), f'only used with source.kind = "spark" (it is {kind!r}); remove [managed.*] or run on Spark')
+            return {}
+        missing = [q for q in plan.queries if q not in raw]
+        if missing:
+            raise top.error(("managed", missing[0]), 'missing; with source.kind = "spark" every plan query needs [managed.NAME] '
+                            f'with builder = "module:function" (queries without one: {_listing(missing)})')
+        return {name: self.managed_query(name, spec, plan) for name, spec in raw.items()}
+
+    def managed_query(self, name: str, raw: Any, plan: PlanSet) -> ManagedQueryConfig:
+        if name not in plan.queries:
+            raise ConfigError(self.file, ("managed", name), f"not a query of the plan; plan queries: {_listing(plan.queries)}")
+        t = _Table(self.file, ("managed", name), raw,
+                   ("builder", "sink", "output_mode", "trigger_seconds", "watermark_delay_seconds", "nodes", "params"))
+        builder = t.string("builder")
+        from armd.adapters.spark.managed import load_builder  # imports pyspark: only for Spark configurations
+
+        try:
+            load_builder(builder)
+        except LookupError as exc:
+            raise t.error(("builder",), str(exc)) from None
+        nodes = t.mapping("nodes")
+        own = plan.query_nodes(name)
+        for alias, node in nodes.items():
+            if not isinstance(node, str) or node not in own:
+                raise t.error(("nodes", alias), f"expected a plan node id of query {name!r}, got {_show(node)}; "
+                                                f"its nodes: {_listing(own)}")
+        return ManagedQueryConfig(
+            builder, self.sink(name, t), t.string("output_mode", "append", OUTPUT_MODES),
+            t.number("trigger_seconds", 1.0, POSITIVE), t.number("watermark_delay_seconds", 0.0, NON_NEGATIVE),
+            dict(nodes), dict(t.mapping("params")),
+        )
+
+    def sink(self, query: str, managed: _Table) -> SinkConfig:
+        raw = managed.raw.get("sink", {"kind": "parquet"})
+        if isinstance(raw, str):
+            raw = {"kind": raw}
+        t = _Table(self.file, (*managed.key, "sink"), raw, ("kind", "path", "url", "table"))
+        kind = t.string("kind", "parquet", SINK_KINDS)
+        if kind == "parquet":
+            return SinkConfig(kind, path=t.string("path", f"armd-output/{query}"))
+        if kind == "sql":
+            url = t.string("url")
+            if "://" not in url:
+                raise t.error(("url",), "expected a SQLAlchemy URL, e.g. sqlite:///results.db or postgresql+psycopg://USER:PASSWORD@HOST/DB")
+            return SinkConfig(kind, url=url, table=t.string("table", query))
+        return SinkConfig(kind)
 
     def bounds(self, t: _Table) -> Bounds:
         memory = t.number("memory_bytes", rule=POSITIVE)
@@ -786,13 +892,14 @@ class _Loader:
             raise top.error(("queries",), str(exc)) from None
         return qos
 
-    def secrets(self, store: StoreConfig, alerts: tuple[AlertHook, ...]) -> frozenset[str]:
+    def secrets(self, store: StoreConfig, alerts: tuple[AlertHook, ...], managed: Mapping[str, ManagedQueryConfig]) -> frozenset[str]:
         found: set[str] = set()
-        password = urlsplit(store.url).password
-        if password:
-            found |= {password, unquote(password)}
+        for url in (store.url, *(m.sink.url for m in managed.values() if m.sink.url)):
+            password = urlsplit(url).password
+            if password:
+                found |= {password, unquote(password)}
         found |= {hook.secret for hook in alerts if hook.secret}
         for key, values in self.substituted.items():
-            if key == ("store", "url") or (key[0] == "alerts" and key[-1] == "secret"):
+            if key == ("store", "url") or (key[0] == "alerts" and key[-1] == "secret") or (key[0] == "managed" and key[-1] == "url"):
                 found.update(values)
         return frozenset(s for s in found if s)

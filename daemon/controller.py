@@ -262,6 +262,10 @@ class Controller:
         sizes = [settings.windows.get(n, plan.nodes[n].w) for n in plan.query_nodes(query) if plan.nodes[n].w is not None]
         return max(sizes, default=0.0)
 
+    def report(self, event: EventRecord) -> None:
+        """Log, record and (for warnings and errors) alert an event an adapter made, e.g. a lossy restart."""
+        self._event(event.kind, event.severity, event.message, event.query, dict(event.details or {}))
+
     def query_terminated(self, query: str, error: str) -> None:
         """A Spark query stopped with an error (the Spark adapter reports it here); logged, recorded and alerted."""
         self.counters["query_errors"] += 1

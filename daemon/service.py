@@ -1,9 +1,10 @@
 """Running armd as a service: wiring, the scheduler and the signals.
 
 This is the one place that picks concrete implementations for the ports
-(the SQL store, the synthetic source and its simulated applier, the alert
-dispatcher with the hooks of ``[[alerts]]``) and hands them to the
-controller, together with the Prometheus metrics when ``[metrics]`` enables
+(the SQL store; the synthetic source and its simulated applier, or with
+``source.kind = "spark"`` local Spark running the ``[managed.*]`` queries
+on the ``armd-synthetic`` source; the alert dispatcher with the hooks of
+``[[alerts]]``) and hands them to the controller, together with the Prometheus metrics when ``[metrics]`` enables
 them. It speaks systemd's notify protocol (``READY=1`` once the jobs run,
 ``WATCHDOG=1`` while they make progress, ``STOPPING=1`` at the stop), which
 does nothing outside systemd. APScheduler runs the controller's
@@ -16,6 +17,7 @@ alerting) when the new one is invalid.
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import threading
@@ -35,7 +37,7 @@ from .config import Config, ConfigError, load_config
 from .controller import Controller, utcnow
 from .metrics import Metrics, NoMetrics
 from .notify import Notifier
-from .ports import QuerySettings
+from .ports import Applier, EventRecord, QuerySettings, StatsSource
 
 ALERTS_CLOSE_SECONDS = 2.0
 """At the stop, queued alerts get this long to be delivered; hooks still hanging then are abandoned."""
@@ -86,6 +88,45 @@ def synthetic_source(config: Config, start: datetime) -> SyntheticSource:
     return SyntheticSource(schedules, config.source.seed, config.model.time_unit_seconds, start, sizes, taps)
 
 
+def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[[EventRecord], None],
+                  on_failure: Callable[[str, str], None]) -> Any:
+    """Local Spark with every ``[managed.*]`` query registered (not started: the first decision starts each)."""
+    from armd.adapters.spark.managed import ManagedSpec, QueryParams
+    from armd.adapters.spark.runtime import SparkRuntime
+    from armd.adapters.spark.sinks import BatchSink, MemorySink, ParquetSink, SqlSink
+    from armd.adapters.spark.source import schedule_json
+
+    plan, spark = config.plan, config.spark
+    schedules, _sizes, _taps = synthetic_parts(config)
+    every_stream = ",".join(plan.streams)
+
+    def options(stream: str) -> dict[str, Any]:
+        return {"start": start.isoformat(), "schedule": json.dumps(schedule_json(schedules[stream])), "seed": config.source.seed,
+                "all_streams": every_stream, "keys": config.source.streams[stream].keys, "starting_seconds": "latest"}
+
+    def sink(query: str) -> BatchSink:
+        s = config.managed[query].sink
+        if s.kind == "parquet":
+            return ParquetSink(s.path or f"armd-output/{query}")
+        if s.kind == "sql":
+            return SqlSink(s.url, s.table or query)
+        return MemorySink()
+
+    runtime = SparkRuntime.create(
+        checkpoint_root=spark.checkpoint_dir, time_unit_seconds=config.model.time_unit_seconds, master=spark.master,
+        app_name=spark.app_name, conf=spark.conf, state_store=spark.state_store, queries=list(plan.queries),
+        on_event=on_event, on_terminated=lambda t: on_failure(t.query or t.spark_name or t.id, t.exception or t.error_class or "unknown error"),
+        log=log,
+    )
+    for query, managed in config.managed.items():
+        streams = [plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"]
+        extra = {"sources": {stream: options(stream) for stream in dict.fromkeys(streams)},
+                 "delay_seconds": managed.watermark_delay_seconds, "nodes": dict(managed.nodes), **managed.params}
+        runtime.manager.register(ManagedSpec(query, managed.builder, sink(query), QueryParams(extra=extra), managed.output_mode,
+                                             {"processingTime": f"{managed.trigger_seconds:g} seconds"}))
+    return runtime
+
+
 def open_store(config: Config, log: Any) -> SqlStore:
     """Connect with retries (each logged) and refuse an outdated schema; raises ``StoreError``."""
 
@@ -116,6 +157,8 @@ class Service:
         self.controller: Controller | None = None
         self.store: SqlStore | None = None
         self.notifier = Notifier(environ)
+        self.spark: Any = None
+        """The Spark runtime (``armd.adapters.spark.runtime.SparkRuntime``) with ``source.kind = "spark"``."""
         self._progress = time.monotonic()
 
     def run(self, every_tick: Callable[[], None] | None = None, tick_seconds: float = 2.0) -> None:
@@ -135,10 +178,18 @@ class Service:
             self.metrics.close()
             raise
         start = utcnow()
-        self.source = source = synthetic_source(config, start)
         self.alerts = AlertDispatcher(build_hooks(config.alerts, self.log), self.log, dedup_seconds=config.alerting.dedup_seconds,
                                       queue_size=config.alerting.queue_size, metrics=self.metrics)
-        applier = SimulatedApplier(source)
+        source: StatsSource
+        applier: Applier
+        if config.source.kind == "spark":
+            self.log.info("spark_starting", master=config.spark.master, queries=len(config.managed))
+            self.spark = spark_runtime(config, start, self.log, lambda e: self.controller and self.controller.report(e),
+                                       lambda q, error: self.controller and self.controller.query_terminated(q, error))
+            source, applier = self.spark.stats, self.spark.applier
+        else:
+            self.source = source = synthetic_source(config, start)
+            applier = SimulatedApplier(self.source)
         self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics)
         for query, settings in self.controller.running.items():  # a restart resumes the stored settings
             applier.apply(query, None, settings)
@@ -175,6 +226,8 @@ class Service:
             self.alerts.close(ALERTS_CLOSE_SECONDS)
             self.metrics.close()
             source.close()
+            if self.spark is not None:
+                self.spark.close(stop_session=True)
             self.store.close()
 
     def _wait(self, every_tick: Callable[[], None] | None, tick_seconds: float) -> None:
@@ -241,7 +294,14 @@ class Service:
         if config.source.seed != self.config.source.seed or config.model != self.config.model:
             self.controller.reject_reload("source.seed and [model] cannot change on reload; restart armd to change them")
             return
-        self.source.update(*synthetic_parts(config))
+        if self.spark is not None:
+            old = self.config
+            if (config.source, config.spark, config.managed, config.plan_doc) != (old.source, old.spark, old.managed, old.plan_doc):
+                self.controller.reject_reload("with source.kind = \"spark\", [source], [spark], [managed.*] and the plan cannot change "
+                                              "on reload; restart armd to change them")
+                return
+        else:
+            self.source.update(*synthetic_parts(config))
         self.config = config
         self.alerts.configure(build_hooks(config.alerts, self.log), config.alerting.dedup_seconds)
         self.controller.reload(config)

@@ -19,6 +19,7 @@ from armd.daemon.config import (
     RateStep,
     ScheduleConfig,
     SourceConfig,
+    SinkConfig,
     SparkConfig,
     StoreConfig,
     TriggerConfig,
@@ -29,7 +30,8 @@ from armd.policies.problem import Bounds, Problem
 from armd.policies.qos import QueryQoS
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "config" / "armd.toml"
+EXAMPLE = ROOT / "config" / "armd-simulated.toml"
+SPARK_EXAMPLE = ROOT / "config" / "armd.toml"
 
 MINIMAL = """
 [bounds]
@@ -69,8 +71,26 @@ def test_the_example_configuration_loads():
     assert config.secrets == frozenset()
 
 
-def test_the_example_burst_forces_the_policy_to_cut_settings():
-    config = load_config(EXAMPLE, environ={})
+def test_the_spark_example_runs_three_managed_queries():
+    config = load_config(SPARK_EXAMPLE, environ={})
+    assert (config.source.kind, config.spark.master, config.model.time_unit_seconds) == ("spark", "local[2]", 1.0)
+    assert set(config.managed) == set(config.plan.queries) == {"clicks_per_key", "big_click_average", "clicks_with_orders"}
+    join = config.managed["clicks_with_orders"]
+    assert join.builder == "armd.adapters.spark.builders:range_join" and join.nodes == {"w": "cwo_w", "j": "cwo_j"}
+    assert join.sink == SinkConfig("parquet", path="armd-output/clicks_with_orders") and join.watermark_delay_seconds == 2
+    assert config.public()["managed"]["big_click_average"]["params"] == {"threshold": 0.5}
+
+
+def test_a_sql_sink_password_is_a_secret(tmp_path):
+    text = MINIMAL + SPARK + f"builder = '{COUNT}'\nsink = {{ kind = 'sql', url = 'postgresql+psycopg://u:s3cret@db/x' }}\n"
+    config = load_config(write(tmp_path, text), environ={})
+    assert config.managed["per_second"].sink == SinkConfig("sql", url="postgresql+psycopg://u:s3cret@db/x", table="per_second")
+    assert "s3cret" in config.secrets and "s3cret" not in json.dumps(config.public())
+
+
+@pytest.mark.parametrize("example, burst_fits", [(EXAMPLE, (False, False)), (SPARK_EXAMPLE, (False, True))], ids=["simulated", "spark"])
+def test_the_example_burst_forces_the_policy_to_cut_settings(example, burst_fits):
+    config = load_config(example, environ={})
     problem = Problem(config.plan, config.qos)
     names = problem.batch.stream_names
     plan_d = np.array([config.plan.streams[s].d for s in names])
@@ -84,7 +104,7 @@ def test_the_example_burst_forces_the_policy_to_cut_settings():
         return bool(outcome.total_memory <= b.usable_memory), bool(outcome.total_cpu <= b.usable_cpu)
 
     assert fits(1.0, plan_d) == (True, True)
-    assert fits(1.0, burst_d) == (False, False)
+    assert fits(1.0, burst_d) == burst_fits  # the Spark demo is bound by memory only
     assert fits(0.0, burst_d) == (True, True)
 
 
@@ -172,6 +192,9 @@ granularity = [8000, 1000]
     assert config.secrets == {"pw"}
 
 
+SPARK = "[source]\nkind = 'spark'\n[managed.per_second]\n"
+COUNT = "armd.adapters.spark.builders:windowed_count"
+
 # (id, text appended to MINIMAL or (old, new) replaced in it, key path, words naming what is allowed)
 MISTAKES = [
     ("unknown section", "[storage]\nurl = 'x'", "storage", "allowed sections: store, model"),
@@ -223,7 +246,18 @@ MISTAKES = [
         "source.streams.views",
         "plan streams: clicks",
     ),
-    ("unknown source kind", "[source]\nkind = 'spark'", "source.kind", "expected one of synthetic"),
+    ("unknown source kind", "[source]\nkind = 'kafka'", "source.kind", "expected one of synthetic, spark"),
+    ("managed without Spark", "[managed.per_second]\nbuilder = 'x:y'", "managed", 'only used with source.kind = "spark"'),
+    ("Spark without managed queries", "[source]\nkind = 'spark'", "managed.per_second", "needs [managed.NAME] with builder"),
+    ("builder not module:function", SPARK + "builder = 'windowed_count'", "managed.per_second.builder", "'module:function'"),
+    ("builder not importable", SPARK + "builder = 'no_such_module:build'", "managed.per_second.builder", "cannot import module"),
+    ("builder node not in the query", SPARK + f"builder = '{COUNT}'\nnodes = {{ w = 'nope' }}", "managed.per_second.nodes.w",
+     "its nodes: clicks_10s.0, clicks_10s"),
+    ("unknown sink", SPARK + f"builder = '{COUNT}'\nsink = 'kafka'", "managed.per_second.sink.kind", "one of parquet, sql, memory"),
+    ("sql sink without url", SPARK + f"builder = '{COUNT}'\nsink = {{ kind = 'sql' }}", "managed.per_second.sink.url", "missing"),
+    ("unknown output mode", SPARK + f"builder = '{COUNT}'\noutput_mode = 'all'", "managed.per_second.output_mode", "append, update"),
+    ("unknown state store", "[spark]\nstate_store = 'memory'", "spark.state_store", "one of hdfs, rocksdb"),
+    ("unknown migration", "[spark]\nmigration = 'magic'", "spark.migration", "one of naive-restart"),
     (
         "steps not ascending",
         "[source.streams.clicks]\nsteps = [ { at_seconds = 5, rate_per_second = 1 }, { at_seconds = 2, rate_per_second = 1 } ]",
@@ -267,7 +301,7 @@ MISTAKES = [
         "exactly one of file",
     ),
     ("invalid plan", ("w = 10000", "w = -3"), "plan", "w must be > 0"),
-    ("unknown profile", "[model]\nprofile = 'spark'", "model.profile", "one of paper"),
+    ("unknown profile", "[model]\nprofile = 'pipes'", "model.profile", "one of paper"),
     (
         "spark conf not scalar",
         "[spark.conf]\n'spark.jars' = [1, 2]",

@@ -92,6 +92,22 @@ def test_naive_restart_applies_new_windows_on_a_fresh_checkpoint(spark, progress
         applier.apply("nope", None, new)
 
 
+def test_the_first_apply_starts_the_query_without_a_lossy_restart(spark, progress_listener, tmp_path) -> None:  # noqa: F811
+    manager = QueryManager(spark, tmp_path / "checkpoints")
+    extra = {"sources": sources({"clicks": 5.0}, start=time.time() - 100, seconds=4, batch_seconds=4), "nodes": {"w": "q_w"}}
+    manager.register(ManagedSpec("wc", WINDOWED_COUNT, MemorySink(), QueryParams(extra=extra)))
+    events: list[EventRecord] = []
+    applier = NaiveRestartApplier(manager, 1.0, on_event=events.append)
+    try:
+        with capture_logs() as logs:
+            applier.apply("wc", None, QuerySettings(fw=1.0, fg=1.0, windows={"q_w": 3.0}, granularity=1.0, qos=1.0))
+        managed = manager.get("wc")
+        assert managed.running and managed.params.version == 0 and managed.params.window("w", 99.0) == 3.0
+    finally:
+        manager.stop_all()
+    assert events == [] and [entry["event"] for entry in logs] == ["query_started"]
+
+
 def test_keep_hook_changes_between_batches_of_a_running_query(spark, progress_listener, tmp_path) -> None:  # noqa: F811
     sink = MemorySink()
     manager = QueryManager(spark, tmp_path / "checkpoints")

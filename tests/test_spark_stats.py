@@ -37,7 +37,7 @@ def observed(spark, progress_listener, tmp_path_factory):  # noqa: F811
         ManagedSpec("avg", B + "granular_average", MemorySink(),
                     QueryParams(windows={"w": 4.0}, slides={"w": 2.0}, extra={"sources": clicks, "threshold": 0.5})),
         ManagedSpec("join", B + "range_join", MemorySink(),
-                    QueryParams(windows={"j": 2.0}, extra={"sources": pair, "delay_seconds": 1})),
+                    QueryParams(windows={"w": 2.0}, extra={"sources": pair, "delay_seconds": 1})),
     ]
     stats = SparkStats(progress_listener, 0.001, queries=[s.name for s in specs])
     try:

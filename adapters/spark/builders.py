@@ -7,7 +7,9 @@ sources from ``params.extra["sources"]`` (stream name → ``armd-synthetic``
 options) and wrap filters, joins and aggregations with the ``observed_*``
 helpers so that armd can measure them.
 
-``params.extra`` keys used here: ``sources`` (required), ``delay_seconds``
+``params.extra`` keys used here: ``sources`` (required), ``nodes`` (the
+builder's node names ``w``, ``agg``, ``f``, ``j`` → plan node ids, see
+``QueryParams.node``), ``delay_seconds``
 (watermark delay, default 0), ``left``/``right`` (join streams, default the
 first two sources), ``keys_only`` (join: also equate keys, default true).
 """
@@ -62,7 +64,7 @@ def windowed_count(spark: SparkSession, params: QueryParams) -> DataFrame:
     """Count per key over a sliding window: node ``w`` (size, slide), node ``agg`` (group-by key)."""
     stream = params.extra.get("stream") or _first_stream(params)
     df = synthetic(spark, params, stream).withWatermark("event_time", _delay(params))
-    df = observed_groups(df, "agg", "key")
+    df = observed_groups(df, params.node("agg"), "key")
     return df.groupBy(_window(params, "w", 10.0, 1.0), "key").agg(F.count(F.lit(1)).alias("n"))
 
 
@@ -70,15 +72,19 @@ def granular_average(spark: SparkSession, params: QueryParams) -> DataFrame:
     """Scalar average of ``value > threshold`` rows over a window ``w`` sliding by the granularity; filter node ``f``."""
     stream = params.extra.get("stream") or _first_stream(params)
     df = synthetic(spark, params, stream).withWatermark("event_time", _delay(params))
-    df = observed_filter(df, "f", F.col("value") > F.lit(float(params.extra.get("threshold", 0.0))))
+    df = observed_filter(df, params.node("f"), F.col("value") > F.lit(float(params.extra.get("threshold", 0.0))))
     return df.groupBy(_window(params, "w", 10.0, 1.0)).agg(F.avg("value").alias("avg_value"), F.count(F.lit(1)).alias("n"))
 
 
 def range_join(spark: SparkSession, params: QueryParams) -> DataFrame:
-    """Stream-stream inner join ``j``: equal keys and |t_left − t_right| <= range (``params.window("j", …)``)."""
+    """Stream-stream inner join ``j``: equal keys and |t_left − t_right| <= R, R the size of window node ``w``.
+
+    In the model both inputs pass a time window of size R before the join, so
+    elements whose validity intervals overlap, |t_left − t_right| < R, meet.
+    """
     left_name = params.extra.get("left") or _first_stream(params, 0)
     right_name = params.extra.get("right") or _first_stream(params, 1)
-    span = params.window("j", 5.0)
+    span = params.window("w", 5.0)
     delay = _delay(params)
     left = synthetic(spark, params, left_name).withWatermark("event_time", delay).select(
         F.col("event_time").alias("lt"), F.col("key").alias("lk"), F.col("value").alias("lv"))
@@ -88,4 +94,4 @@ def range_join(spark: SparkSession, params: QueryParams) -> DataFrame:
         F.col("rt") <= F.col("lt") + F.expr(f"INTERVAL {interval(span)}"))
     if params.extra.get("keys_only", True):
         condition = condition & (F.col("lk") == F.col("rk"))
-    return observed_join(left, right, "j", condition, validity_seconds=2 * span)
+    return observed_join(left, right, params.node("j"), condition, validity_seconds=2 * span)

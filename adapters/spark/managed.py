@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import shutil
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -36,6 +37,8 @@ Builder = Callable[[SparkSession, "QueryParams"], DataFrame]
 OUTPUT_MODES = ("append", "update", "complete")
 TRIGGER_KINDS = ("processingTime", "once", "availableNow", "continuous")
 NAME_SEPARATOR = "@"
+STOP_GRACE_SECONDS = 30.0
+"""How long a stop waits for the micro-batch in progress to finish before interrupting it."""
 
 
 @dataclass(frozen=True)
@@ -55,13 +58,22 @@ class QueryParams:
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Anything else the builder needs (fixed per query)."""
 
+    def node(self, name: str) -> str:
+        """The plan node id that the builder's node ``name`` stands for: ``extra["nodes"][name]``, else ``name``.
+
+        Plan node ids are unique across the whole plan, so two queries built
+        by the same builder map its node names to their own ids.
+        """
+        return str((self.extra.get("nodes") or {}).get(name, name))
+
     def window(self, node: str, default: float) -> float:
-        return float(self.windows.get(node, default))
+        """The window size of the builder's node ``node`` (looked up by its plan node id)."""
+        return float(self.windows.get(self.node(node), default))
 
     def slide(self, node: str, default: float) -> float:
         """The node's slide: its own entry, else the query's granularity, else ``default``."""
-        if node in self.slides:
-            return float(self.slides[node])
+        if self.node(node) in self.slides:
+            return float(self.slides[self.node(node)])
         return float(self.granularity) if self.granularity is not None else float(default)
 
     def with_settings(self, settings: QuerySettings, time_unit_seconds: float) -> "QueryParams":
@@ -220,11 +232,19 @@ class QueryManager:
             managed.runs += 1
             return managed.query
 
-    def stop(self, name: str) -> None:
-        """Stop the current run (if any); its checkpoint is deleted unless ``keep_checkpoints``."""
+    def stop(self, name: str, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+        """Stop the current run (if any) between two micro-batches; its checkpoint is deleted unless ``keep_checkpoints``.
+
+        ``StreamingQuery.stop`` interrupts a batch in progress (Spark then
+        logs the aborted write as an error), so the stop waits up to
+        ``grace_seconds`` for the running batch to finish first.
+        """
         with self._lock:
             managed = self.get(name)
             if managed.query is not None:
+                deadline = time.monotonic() + grace_seconds
+                while managed.query.isActive and managed.query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 managed.query.stop()
                 managed.query = None
             if managed.checkpoint is not None and not self.keep_checkpoints:
@@ -290,10 +310,12 @@ class NaiveRestartApplier:
             return self.strategy
         was_running = managed.running
         old_checkpoint = managed.checkpoint
-        if was_running or managed.runs:
-            self.manager.restart(query, params)
-        else:
+        if not (was_running or managed.runs):
             self.manager.start(query, params)
+            self.log.info("query_started", query=query, plan_version=managed.params.version,
+                          windows=dict(managed.params.windows), granularity=managed.params.granularity)
+            return self.strategy
+        self.manager.restart(query, params)
         after = managed.params
         details = {
             "lossy": True,

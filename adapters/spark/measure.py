@@ -112,7 +112,7 @@ def experiments(spark: Any, listener: ProgressListener) -> list[dict[str, Any]]:
     # Range join |t_l - t_r| <= R on equal keys (5 keys), both sides at the same rate.
     for r, R, D, T in ((10, 2, 1, 1), (10, 5, 2, 1), (20, 2, 0, 2)):
         case(f"range join rate={r} range={R} delay={D} T={T}", "range_join", 60, T, {"a": r, "b": r}, 5,
-             {"windows": {"j": R}, "extra": {"delay_seconds": D}},
+             {"windows": {"w": R}, "extra": {"delay_seconds": D}},
              2 * r * (R + D + T), join_rows((r, r), (R, R), (D, D), T), 2 * (R + D + T) + 2)
     return out
 
