@@ -8,10 +8,12 @@ bug in armd, never in the user's input.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import math
 import os
 import re
+import signal
 import sys
 import tomllib
 from contextlib import closing
@@ -166,6 +168,8 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UserError(f"cannot open log file {args.log_file}: {exc.strerror or exc}") from None
     logs.configure(config.redact, stream=log_stream)
+    # `kill -USR1 PID` prints every thread's stack to stderr: what a stuck daemon is waiting for.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     service = Service(config, logs.logger())
     show = None
     if args.live:

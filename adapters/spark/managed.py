@@ -37,7 +37,7 @@ Builder = Callable[[SparkSession, "QueryParams"], DataFrame]
 OUTPUT_MODES = ("append", "update", "complete")
 TRIGGER_KINDS = ("processingTime", "once", "availableNow", "continuous")
 NAME_SEPARATOR = "@"
-STOP_GRACE_SECONDS = 30.0
+STOP_GRACE_SECONDS = 10.0
 """How long a stop waits for the micro-batch in progress to finish before interrupting it."""
 
 
@@ -237,15 +237,20 @@ class QueryManager:
 
         ``StreamingQuery.stop`` interrupts a batch in progress (Spark then
         logs the aborted write as an error), so the stop waits up to
-        ``grace_seconds`` for the running batch to finish first.
+        ``grace_seconds`` until no batch runs or the running one has
+        finished (when batches run back to back, the next one is then still
+        planning, before anything is written).
         """
         with self._lock:
             managed = self.get(name)
-            if managed.query is not None:
+            query = managed.query
+            if query is not None:
+                running = _last_batch(query)
                 deadline = time.monotonic() + grace_seconds
-                while managed.query.isActive and managed.query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                while (query.isActive and query.status.get("isTriggerActive") and _last_batch(query) == running
+                       and time.monotonic() < deadline):
                     time.sleep(0.05)
-                managed.query.stop()
+                query.stop()
                 managed.query = None
             if managed.checkpoint is not None and not self.keep_checkpoints:
                 shutil.rmtree(managed.checkpoint, ignore_errors=True)
@@ -261,6 +266,11 @@ class QueryManager:
         with self._lock:
             for name in list(self._queries):
                 self.stop(name)
+
+
+def _last_batch(query: StreamingQuery) -> int | None:
+    progress = query.lastProgress
+    return None if progress is None else int(progress.get("batchId", -1))
 
 
 class NaiveRestartApplier:

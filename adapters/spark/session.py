@@ -66,7 +66,10 @@ def build_session(
         "spark.sql.adaptive.enabled": "false",  # AQE does not apply to streaming and only adds noise to plans
         "spark.sql.streaming.metricsEnabled": "false",
         "spark.python.worker.reuse": "true",
-        "spark.driver.extraJavaOptions": "-Dlog4j2.level=error",
+        # Stopping a query interrupts its batch; Spark then matches the error text against regular expressions
+        # whose recursion overflows the default 1 MiB thread stack on long Python tracebacks, killing the thread
+        # with locks held (later batches and stops hang). A larger default stack avoids it.
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=error -Xss16m",
     }
     settings.update({str(k): str(v) for k, v in (conf or {}).items()})
     builder = SparkSession.builder.master(master).appName(app_name)
