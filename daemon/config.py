@@ -130,6 +130,8 @@ class ManagedQueryConfig:
     """The builder's node name → the plan node id it stands for (names not given are plan node ids)."""
     params: Mapping[str, Any] = field(default_factory=dict)
     """Anything else the builder reads from ``params.extra``."""
+    streams: tuple[str, ...] = ()
+    """Plan stream of each of the query's Spark sources, in Spark's order; only for sources other than ``armd-synthetic``."""
 
 
 @dataclass(frozen=True)
@@ -670,7 +672,7 @@ class _Loader:
         if name not in plan.queries:
             raise ConfigError(self.file, ("managed", name), f"not a query of the plan; plan queries: {_listing(plan.queries)}")
         t = _Table(self.file, ("managed", name), raw,
-                   ("builder", "sink", "output_mode", "trigger_seconds", "watermark_delay_seconds", "nodes", "params"))
+                   ("builder", "sink", "output_mode", "trigger_seconds", "watermark_delay_seconds", "nodes", "params", "streams"))
         builder = t.string("builder")
         from armd.adapters.spark.managed import load_builder  # imports pyspark: only for Spark configurations
 
@@ -684,10 +686,13 @@ class _Loader:
             if not isinstance(node, str) or node not in own:
                 raise t.error(("nodes", alias), f"expected a plan node id of query {name!r}, got {_show(node)}; "
                                                 f"its nodes: {_listing(own)}")
+        streams = t.value("streams", [], "a list of plan stream names")
+        if not (isinstance(streams, list) and all(isinstance(x, str) and x in plan.streams for x in streams)):
+            raise t.error(("streams",), f"expected a list of plan stream names ({_listing(plan.streams)}), got {_show(streams)}")
         return ManagedQueryConfig(
             builder, self.sink(name, t), t.string("output_mode", "append", OUTPUT_MODES),
             t.number("trigger_seconds", 1.0, POSITIVE), t.number("watermark_delay_seconds", 0.0, NON_NEGATIVE),
-            dict(nodes), dict(t.mapping("params")),
+            dict(nodes), dict(t.mapping("params")), tuple(streams),
         )
 
     def sink(self, query: str, managed: _Table) -> SinkConfig:

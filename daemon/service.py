@@ -115,6 +115,7 @@ def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[
     runtime = SparkRuntime.create(
         checkpoint_root=spark.checkpoint_dir, time_unit_seconds=config.model.time_unit_seconds, master=spark.master,
         app_name=spark.app_name, conf=spark.conf, state_store=spark.state_store, queries=list(plan.queries),
+        streams={query: managed.streams for query, managed in config.managed.items() if managed.streams},
         on_event=on_event, on_terminated=lambda t: on_failure(t.query or t.spark_name or t.id, t.exception or t.error_class or "unknown error"),
         log=log,
     )

@@ -257,6 +257,7 @@ MISTAKES = [
     ("sql sink without url", SPARK + f"builder = '{COUNT}'\nsink = {{ kind = 'sql' }}", "managed.per_second.sink.url", "missing"),
     ("unknown output mode", SPARK + f"builder = '{COUNT}'\noutput_mode = 'all'", "managed.per_second.output_mode", "append, update"),
     ("unknown state store", "[spark]\nstate_store = 'memory'", "spark.state_store", "one of hdfs, rocksdb"),
+    ("unknown source stream", SPARK + f"builder = '{COUNT}'\nstreams = ['views']", "managed.per_second.streams", "plan stream names (clicks)"),
     ("unknown migration", "[spark]\nmigration = 'magic'", "spark.migration", "one of naive-restart"),
     (
         "steps not ascending",
@@ -442,3 +443,15 @@ def test_the_documented_file_loads(tmp_path):
     config = load_config(write(tmp_path, text), environ={"ARMD_WEBHOOK_SECRET": "hmac-key"})
     assert [hook.kind for hook in config.alerts] == ["webhook", "command", "log"]
     assert config.secrets == {"hmac-key"}
+
+
+def test_the_tutorial_configuration_loads_and_its_code_is_what_the_tutorial_shows(monkeypatch):
+    example = ROOT / "examples" / "pageviews"
+    monkeypatch.syspath_prepend(str(example))
+    config = load_config(example / "armd.toml", environ={})
+    assert (config.source.kind, config.managed["page_views"].builder) == ("spark", "pageviews:build")
+    tutorial = (ROOT / "docs" / "tutorial.md").read_text()
+    builder = tutorial.split("```python\ndef build")[1].split("```")[0]
+    assert "def build" + builder in (example / "pageviews.py").read_text()
+    plan = tutorial.split("```json\n")[1].split("```")[0]
+    assert json.loads(plan) == json.loads((example / "plan.json").read_text())
