@@ -1,7 +1,8 @@
 """The control cycle: observe → estimate → decide → apply → record.
 
-The controller owns the daemon's working state (smoothed rates, the queries
-admitted, the settings in force, the policy's own state) and talks to the
+The controller owns the daemon's working state (smoothed rates and
+selectivities, the queries admitted, the settings in force, the policy's
+own state) and talks to the
 outside only through the ports of ``ports.py``. Each step is a method the
 scheduler calls; none of them raises for a problem outside armd:
 
@@ -19,6 +20,11 @@ Warnings and errors also go to the alert sink.
 Time: the ports carry UTC datetimes; the policies get ``now`` in the cost
 model's time unit, counted from the daemon's start, so cool-downs and
 predicted trajectories use the same unit as window sizes.
+
+Measured selectivities (of filters and joins, when the source measures
+them) are smoothed like the rates; when one moves past the re-decision
+threshold, the cost model is rebuilt with the smoothed values in place of
+the plan's and a full decision follows.
 """
 
 from __future__ import annotations
@@ -95,11 +101,14 @@ class Controller:
         self.policy_state: Any = None
         self._queries_changed = True
         self._bounds_changed = False
+        self._model_changed = False
         self._estimate_over = False
         self._last_feasible = True
         self.config = config
         self._install(config)
         self.tracker = RateTracker(config.triggers.alpha, config.triggers.threshold)
+        self.selectivities = RateTracker(config.triggers.alpha, config.triggers.threshold)
+        """Smoothed measured selectivity per plan node (the tracker smooths any positive value per key)."""
         self._record("sync_config", lambda at=self.clock(): self._sync(at))
         self.running = self._read_running()
         for query, settings in self.running.items():
@@ -110,7 +119,18 @@ class Controller:
     def _install(self, config: Config) -> None:
         self.config = config
         self.policy = make_policy(config.policy.name, config.policy.params)
-        self.full_problem = Problem(config.plan, config.qos)
+        self._build_problems()
+
+    def _build_problems(self) -> None:
+        """The cost model of the plan, with the smoothed measured selectivities in place of the plan's."""
+        config = self.config
+        measured = getattr(self, "selectivities", None)
+        plan = config.plan
+        if measured is not None and measured.smoothed:
+            nodes = {node_id: replace(node, sel=min(1.0, measured.smoothed[node_id])) if node_id in measured.smoothed else node
+                     for node_id, node in plan.nodes.items()}
+            plan = replace(plan, nodes=nodes)
+        self.full_problem = Problem(plan, config.qos)
         unit = config.model.time_unit_seconds
         self.rails = replace(config.guardrails, cooldown=config.guardrails.cooldown / unit)
         self.stream_names = tuple(self.full_problem.batch.stream_names)
@@ -128,6 +148,10 @@ class Controller:
             self.policy_state = None
         self._install(config)
         self.tracker = RateTracker(config.triggers.alpha, config.triggers.threshold, self.tracker.smoothed, self.tracker.decided)
+        known = {n for n, node in config.plan.nodes.items() if node.sel is not None}
+        self.selectivities = RateTracker(config.triggers.alpha, config.triggers.threshold,
+                                         {n: v for n, v in self.selectivities.smoothed.items() if n in known},
+                                         {n: v for n, v in self.selectivities.decided.items() if n in known})
         if queries_changed:
             self._queries_changed = True
             self._record("sync_config", lambda at=self.clock(): self._sync(at))
@@ -188,6 +212,11 @@ class Controller:
             return
         measured = {s.stream: s.d for s in observation.streams if s.rows > 0 and s.stream in self.stream_names}
         self.tracker = self.tracker.observe(measured)
+        plan = self.config.plan
+        self.selectivities = self.selectivities.observe({
+            node: sel for q in observation.queries if q.query in self.admitted
+            for node, sel in q.selectivities.items() if node in plan.nodes and plan.nodes[node].sel is not None
+        })
         self._record("observation", lambda: self.store.record_observation(observation))
         rows: list[EstimateRow] = []
         if self.admitted and self.running:
@@ -322,6 +351,15 @@ class Controller:
         at = self.clock()
         now = self._units(at)
         trigger = decision_due(self.tracker, self._queries_changed, self._bounds_changed)
+        moved = self.selectivities.drifted()
+        if moved:
+            self._build_problems()
+            self.problem = self._problem_of(self.admitted)
+            self.policy_state = None  # its state belongs to the old cost model
+            self._model_changed = True
+            self.selectivities = self.selectivities.decide_with()
+            listed = ", ".join(f"{n}={self.selectivities.smoothed[n]:.3g}" for n in sorted(moved)[:5])
+            trigger = trigger or f"measured selectivity of {len(moved)} node(s) moved past the threshold: {listed}"
         if trigger is None and self._estimate_over and self._last_feasible:
             # Rates can creep up by less than the threshold each time and still carry the settings in force
             # through the reserve and over the bounds; re-deciding is due then too (not when even the
@@ -341,7 +379,7 @@ class Controller:
     def _decide(self, at: datetime, now: float, trigger: str) -> None:
         problem, bounds, rails = self.problem, self.config.bounds, self.rails
         stream_d = self.current_d()
-        changed = None if self._queries_changed or self._bounds_changed else self.tracker.drifted()
+        changed = None if self._queries_changed or self._bounds_changed or self._model_changed else self.tracker.drifted()
         started = time.perf_counter()
         decision = self.policy.decide(PolicyInput(problem, bounds, now, stream_d, self.policy_state, changed))
         running = self._running_for(problem)
@@ -427,7 +465,7 @@ class Controller:
         self._last_feasible = bool(decision.feasible)
         self._estimate_over = False
         self.tracker = self.tracker.decide_with()
-        self._queries_changed = self._bounds_changed = False
+        self._queries_changed = self._bounds_changed = self._model_changed = False
         self.last_decision_at = now
         self.counters["decisions"] += 1
         if guarded.apply and changes:

@@ -9,6 +9,7 @@ happens while the store is down. The real store is covered by
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from armd.adapters.store import StoreUnavailable
 from armd.adapters.synthetic import Schedule, SyntheticSource
 from armd.daemon.config import load_config
 from armd.daemon.controller import Controller
-from armd.daemon.ports import QuerySettings
+from armd.daemon.ports import QueryMetrics, QuerySettings
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -289,3 +290,26 @@ def test_settings_in_force_estimated_over_the_bound_trigger_a_decision(tmp_path)
     assert "periodic" not in triggers  # it came before the 10 s period
     last = store.of("decision")[-1]
     assert last.feasible and last.estimated_memory_bytes <= 150_000 * 0.9
+
+
+def test_measured_selectivities_are_smoothed_and_rebuild_the_model(tmp_path):
+    controller, store, _, _, clock = make(tmp_path, threshold=0.5)
+    join = controller.config.plan.queries["clicks_per_view"]
+    assert controller.full_problem.plan.nodes[join].sel == 0.01
+    cycle(controller, clock)
+    observe = controller.source.observe
+
+    def with_selectivity(at):
+        observation = observe(at)
+        return replace(observation, queries=[*observation.queries, QueryMetrics("clicks_per_view", selectivities={join: 0.05})])
+
+    controller.source.observe = with_selectivity
+    before = store.of("decision")[-1].estimated_cpu
+    for _ in range(3):
+        cycle(controller, clock)
+    triggers = [d.trigger for d in store.of("decision")]
+    assert triggers[-1].startswith("measured selectivity of 1 node(s) moved past the threshold: clicks_per_view=0.05"), triggers
+    assert controller.full_problem.plan.nodes[join].sel == pytest.approx(0.05)
+    assert store.of("decision")[-1].estimated_cpu > before  # five times the join results to process downstream
+    cycle(controller, clock)
+    assert len(store.of("decision")) == len(triggers)  # the same measurement again moves nothing
