@@ -32,6 +32,14 @@ from .qos import (
     window_values,
 )
 
+_SUBPROBLEMS = 1
+"""Sub-problems a problem keeps, the most recent ones. Each holds its own evaluation memory, so few
+are kept, and the oldest is dropped before a new one is built: the new one reuses its memory (fresh
+pages cost a page fault each, more than the rest of a re-decision's evaluation)."""
+_SLOT_CELLS = 1 << 16
+"""Window scores are summed from a padded table of knob positions when queries × most knobs of a
+query × settings is at most this (a 512 KiB temporary); otherwise with a sparse matrix."""
+
 
 @dataclass(frozen=True)
 class Bounds:
@@ -99,8 +107,8 @@ class Part:
         return self.score.shape[1]
 
     def take(self, columns) -> Part:
-        """The given settings (columns), in the given order."""
-        return Part(self.values[:, columns], self.score[:, columns])
+        """The given settings (columns), in the given order (C-ordered: rows slice and copy fast)."""
+        return Part(np.take(self.values, columns, axis=1), np.take(self.score, columns, axis=1))
 
 
 class Problem:
@@ -182,23 +190,43 @@ class Problem:
         self.g_coarse, self.g_fine = g_coarse, g_fine
         self._derive()
 
-    def _derive(self) -> None:
-        """Everything that follows from the knob arrays (shared by ``__init__`` and ``subproblem``)."""
+    def _derive(self, offsets: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Everything that follows from the knob arrays (shared by ``__init__`` and ``subproblem``).
+
+        ``offsets`` are the window and granularity knob offsets when the caller knows them.
+        """
         n_queries = len(self.queries)
         self.has_granularity = ~np.isnan(self.g_coarse)
-        self.window_knobs = np.bincount(self.win_query, minlength=n_queries).astype(float)
+        # Where each query's knobs lie in the knob arrays: as built (and sliced), a query's knobs
+        # are consecutive and in query order, so offsets say it; otherwise (None) positions do.
+        if offsets is None:
+            counts = np.bincount(self.win_query, minlength=n_queries)
+            self._win_offsets = _offsets(self.win_query, counts)
+            self._gran_offsets = _offsets(self.gran_query, np.bincount(self.gran_query, minlength=n_queries))
+        else:
+            self._win_offsets, self._gran_offsets = offsets
+            counts = np.diff(self._win_offsets)
+        self.window_knobs = counts.astype(float)
         self.knobs = self.window_knobs + self.has_granularity
         self.adjustable = self.knobs > 0
-        # Sums window-knob fractions per query with one sparse product.
-        knobs = len(self.win_query)
-        if np.all(self.win_query[1:] >= self.win_query[:-1]):  # as built: straight to CSR, no COO step
-            starts = np.concatenate(([0], np.cumsum(self.window_knobs.astype(np.intp))))
-            self._window_owner = sp.csr_matrix((np.ones(knobs), np.arange(knobs), starts), shape=(n_queries, knobs))
+        # Window-knob fractions are summed per query in knob order, as a sparse row sum does (bit for
+        # bit): for few queries and settings (a re-decision's) from a (Q, most knobs a query has)
+        # table of knob positions, padded with a zero row, else with a sparse matrix built on first use.
+        most = int(counts.max(initial=0))
+        self._window_slots = self._window_owner = None
+        if n_queries * most <= _SLOT_CELLS:
+            rank = np.arange(most)
+            valid = rank < counts[:, None]
+            if self._win_offsets is not None:
+                slots = self._win_offsets[:-1, None] + rank
+            else:  # the k-th knob of a query in knob order
+                first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+                slots = np.argsort(self.win_query, kind="stable")[np.where(valid, first[:, None] + rank, 0)]
+            self._window_slots = np.where(valid, slots, len(self.win_query))
+        if self._gran_offsets is not None:
+            self._gran_first = self._gran_offsets[:-1][np.diff(self._gran_offsets) > 0]
         else:
-            self._window_owner = sp.csr_matrix(
-                (np.ones(knobs), (self.win_query, np.arange(knobs))), shape=(n_queries, knobs)
-            )
-        self._gran_first = np.unique(self.gran_query, return_index=True)[1]
+            self._gran_first = np.unique(self.gran_query, return_index=True)[1]
         """Position (in the granularity knobs) of each query's first granularity node."""
         self._buffers: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._grids: dict[tuple, tuple[Part, Part]] = {}
@@ -220,19 +248,30 @@ class Problem:
     def queries_reading(self, streams: frozenset[str]) -> np.ndarray:
         """Indices of the queries that read any of ``streams``."""
         parts = [self._readers[s] for s in streams if s in self._readers]
+        if len(parts) == 1:
+            return parts[0].copy()  # already ascending and distinct
         return np.unique(np.concatenate(parts)) if parts else np.array([], dtype=np.intp)
 
     def subproblem(self, query_indices: np.ndarray) -> Problem:
         """The same problem restricted to some queries (indices, ascending); cached.
 
         It is sliced out of this problem's arrays and compiled plan without
-        re-reading the plan, so it is cheap enough for every re-decision. Its
-        streams are this problem's streams, so ``stream_d`` carries over.
+        re-reading the plan, so it is cheap enough for every re-decision: for
+        ascending indices the knobs of the kept queries are found from
+        per-query offsets, so the work grows with the kept queries, not with
+        this problem. Its streams are this problem's streams, so ``stream_d``
+        carries over. The last ``_SUBPROBLEMS`` sub-problems are kept.
         """
-        key = tuple(int(i) for i in query_indices)
-        if key in self._subproblems:
-            return self._subproblems[key]
-        keep = np.asarray(key, dtype=np.intp)
+        keep = np.asarray(query_indices, dtype=np.intp).ravel()
+        key = tuple(keep.tolist())
+        cached = self._subproblems.get(key)
+        if cached is not None:
+            return cached
+        while len(self._subproblems) >= _SUBPROBLEMS:  # dropped first: its memory serves the new one
+            try:
+                self._subproblems.pop(next(iter(self._subproblems)))
+            except (StopIteration, KeyError, RuntimeError):  # emptied or changed by another thread
+                break
         batch = self.batch.subset(keep)
         sub = object.__new__(Problem)
         sub.batch = batch
@@ -240,25 +279,34 @@ class Problem:
         sub._parent_specs = self.qos_specs  # the sub-problem's own mapping is built on first use
         sub.weights = self.weights[keep]
         sub.shares_nodes = self.shares_nodes
-        query_rank = np.full(len(self.queries), -1, dtype=np.intp)
-        query_rank[keep] = np.arange(len(keep))
-        node_rank = np.full(len(self.batch.node_ids), -1, dtype=np.intp)
-        node_rank[batch.parent_positions] = np.arange(len(batch.parent_positions))
-        windows = windows_kept = query_rank[self.win_query] >= 0
-        sub.win_idx = node_rank[self.win_idx[windows]]
-        sub.win_query = query_rank[self.win_query[windows]]
+        ascending = bool(np.all(keep[1:] > keep[:-1]))
+        positions = batch.parent_positions
+        offsets = None
+        if ascending and self._win_offsets is not None and self._gran_offsets is not None:
+            windows, sub.win_query, win_offsets = _kept_knobs(self._win_offsets, keep)
+            granularities, sub.gran_query, gran_offsets = _kept_knobs(self._gran_offsets, keep)
+            offsets = (win_offsets, gran_offsets)
+            # parent_positions is ascending: a kept node's position there is its position here
+            sub.win_idx = np.searchsorted(positions, self.win_idx[windows])
+            sub.gran_idx = np.searchsorted(positions, self.gran_idx[granularities])
+        else:
+            query_rank = np.full(len(self.queries), -1, dtype=np.intp)
+            query_rank[keep] = np.arange(len(keep))
+            node_rank = np.full(len(self.batch.w), -1, dtype=np.intp)
+            node_rank[positions] = np.arange(len(positions))
+            windows = np.flatnonzero(query_rank[self.win_query] >= 0)
+            granularities = np.flatnonzero(query_rank[self.gran_query] >= 0)
+            sub.win_idx, sub.win_query = node_rank[self.win_idx[windows]], query_rank[self.win_query[windows]]
+            sub.gran_idx, sub.gran_query = node_rank[self.gran_idx[granularities]], query_rank[self.gran_query[granularities]]
         sub.win_low, sub.win_high = self.win_low[windows], self.win_high[windows]
-        granularities = granularities_kept = query_rank[self.gran_query] >= 0
-        sub.gran_idx = node_rank[self.gran_idx[granularities]]
-        sub.gran_query = query_rank[self.gran_query[granularities]]
         sub.g_coarse, sub.g_fine = self.g_coarse[keep], self.g_fine[keep]
         sub._readers = {}
         sub._qos_specs = None
-        sub._derive()
-        for key, (grid_w, grid_g) in self._grids.items():  # the grid's parts, by rows
-            sub._grids[key] = (
-                Part(grid_w.values[windows_kept], grid_w.score[keep]),
-                Part(grid_g.values[granularities_kept], grid_g.score[keep]),
+        sub._derive(offsets)
+        for grid, (grid_w, grid_g) in self._grids.items():  # the grid's parts, by rows
+            sub._grids[grid] = (
+                Part(np.take(grid_w.values, windows, axis=0), np.take(grid_w.score, keep, axis=0)),
+                Part(np.take(grid_g.values, granularities, axis=0), np.take(grid_g.score, keep, axis=0)),
             )
         self._subproblems[key] = sub
         return sub
@@ -443,7 +491,21 @@ class Problem:
         total = np.zeros((len(self.queries), *tail))
         if len(self.win_idx):
             low, high = self._column(self.win_low, tail), self._column(self.win_high, tail)
-            total += self._window_owner @ window_fractions(windows, low, high)
+            fractions = window_fractions(windows, low, high)
+            slots = self._window_slots
+            if slots is None or slots.size * fractions[0].size > _SLOT_CELLS:
+                if self._window_owner is None:
+                    knobs = len(self.win_query)
+                    self._window_owner = sp.csr_matrix(
+                        (np.ones(knobs), (self.win_query, np.arange(knobs))), shape=(len(self.queries), knobs)
+                    )
+                total += self._window_owner @ fractions
+            else:
+                padded = np.concatenate((fractions, np.zeros((1, *tail))))
+                gathered = padded[slots]  # (Q, most knobs, …): each query's knobs in order, then zeros
+                total += gathered[:, 0]
+                for j in range(1, slots.shape[1]):
+                    total += gathered[:, j]
         return total
 
     def _granularity_score(self, granularities: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
@@ -471,3 +533,21 @@ class Problem:
     def _column(values: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
         return values.reshape(-1, *([1] * len(tail)))
 
+
+def _offsets(owners: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+    """Start of each query's knobs (and the end, Q + 1 entries) when they are consecutive in query order, else None."""
+    if len(owners) > 1 and not np.all(owners[1:] >= owners[:-1]):
+        return None
+    return np.concatenate(([0], np.cumsum(counts))).astype(np.intp)
+
+
+def _kept_knobs(offsets: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions of the kept queries' knobs (ascending for ascending ``keep``), their new owners and offsets."""
+    starts = offsets[keep]
+    counts = offsets[keep + 1] - starts
+    owners = np.repeat(np.arange(len(keep), dtype=np.intp), counts)
+    new_offsets = np.zeros(len(keep) + 1, dtype=np.intp)
+    np.cumsum(counts, out=new_offsets[1:])
+    # each knob's position: its query's start plus its rank among that query's knobs
+    shift = starts - new_offsets[:-1]
+    return np.arange(new_offsets[-1], dtype=np.intp) + shift[owners], owners, new_offsets

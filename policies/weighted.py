@@ -40,6 +40,7 @@ only the rows whose choice the price can still change.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,10 +58,32 @@ _SCANS = (16, 16, 4)
 _GRANULARITY_STEPS = 10
 _NEIGHBOURS = (-0.25, -0.0625, 0.0625)
 """Moves of one fraction around the setting in force offered by an incremental re-decision."""
+_MOVES = np.array((0.0, *_NEIGHBOURS))
+_NEAR_W = np.array([0, 1, 0, 2, 0, 3, 0])
+_NEAR_G = np.array([0, 0, 1, 0, 2, 0, 3])
+"""An incremental re-decision's options around the setting in force (stay, then per neighbour move:
+window moved, granularity moved) as columns of the rounded trials (stay, then one per move)."""
 _WINDOW_MOVES = np.array([0, 1, 2, 0, 0])
 _GRANULARITY_MOVES = np.array([0, 0, 0, 1, 2])
 """A refinement round's options (stay, window down, window up, granularity down, granularity up) as
 columns of the rounded window trials (stay, down, up) and granularity trials (stay, down, up)."""
+
+
+@functools.lru_cache(maxsize=16)
+def _levels(count: int) -> np.ndarray:
+    """0, 1/(count − 1), …, 1 (read-only, shared)."""
+    levels = np.linspace(0.0, 1.0, count)
+    levels.flags.writeable = False
+    return levels
+
+
+@functools.lru_cache(maxsize=16)
+def _grid(window_levels: int, granularity_levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Window and granularity fraction of each grid option, i-major (read-only, shared)."""
+    fractions = (np.repeat(_levels(window_levels), granularity_levels), np.tile(_levels(granularity_levels), window_levels))
+    for array in fractions:
+        array.flags.writeable = False
+    return fractions
 
 
 @dataclass(frozen=True)
@@ -73,6 +96,9 @@ class WeightedState:
     query_cpu: np.ndarray
     qos: np.ndarray
     queries: tuple[str, ...]
+    grid_price: tuple[float, str] | None = None
+    """The price level (in units of the whole budget) and binding budget of the last full decision's
+    grid knapsack: a re-decision starts its price search there, scaled to its budget."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +111,8 @@ class Found:
     query_cpu: np.ndarray
     qos: np.ndarray
     facts: dict
+    grid_price: tuple[float, str] | None = None
+    """Price level and binding budget of the grid knapsack (see ``WeightedState``)."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +134,8 @@ class WeightedQoS:
     def decide(self, given: PolicyInput) -> Decision:
         """Decide from scratch, or, when only some streams changed, re-decide the queries reading them."""
         state = given.state
-        if not (isinstance(state, WeightedState) and state.queries == given.problem.queries):
+        queries = given.problem.queries
+        if not (isinstance(state, WeightedState) and (state.queries is queries or state.queries == queries)):
             state = None
         if state is not None and given.changed_streams is not None:
             decision = self._incremental(given, state)
@@ -148,7 +177,7 @@ class WeightedQoS:
                 if candidate.fits(bounds) and problem.weighted_qos(candidate.qos) > problem.weighted_qos(outcome.qos):
                     fw, fg, outcome, facts = ufw, ufg, candidate, {**facts, "uniform_chosen": True}
             reason += f"; the exact total needed the fractions scaled by {facts['scaled_to_fit']:.4f}"
-        return self._decision(problem, fw, fg, outcome, True, reason, facts)
+        return self._decision(problem, fw, fg, outcome, True, reason, facts, found.grid_price)
 
     def _improve(
         self,
@@ -190,6 +219,7 @@ class WeightedQoS:
         fitting = [k for k in range(len(starts) + 1) if exact_fit[k]]  # starts were found by exact totals
         stay = max(fitting, key=lambda k: value[:, k].sum())
         choice, binding, price = knapsack(value, a, b, stay=stay)
+        grid_price = None if price is None else (float(price), binding)
         fraction_w = np.concatenate([*(w[:, None] for w, _ in starts), np.tile(self._grid_w, (n, 1))], axis=1)
         fraction_g = np.concatenate([*(g[:, None] for _, g in starts), np.tile(self._grid_g, (n, 1))], axis=1)
         fw, fg = fraction_w[rows, choice], fraction_g[rows, choice]
@@ -210,24 +240,25 @@ class WeightedQoS:
             step_w, step_g = step_w / 2, step_g / 2
         return Found(
             fw, fg, *chosen, {"binding": binding, "window_step": 2 * step_w, "baseline_ceiling": ceiling},
+            grid_price,
         )
 
     @property
     def _levels_w(self) -> np.ndarray:
-        return np.linspace(0.0, 1.0, self.window_levels)
+        return _levels(self.window_levels)
 
     @property
     def _levels_g(self) -> np.ndarray:
-        return np.linspace(0.0, 1.0, self.granularity_levels)
+        return _levels(self.granularity_levels)
 
     @property
     def _grid_w(self) -> np.ndarray:
         """Window fraction of each grid option (i-major, like ``Problem.grid_parts``)."""
-        return np.repeat(self._levels_w, self.granularity_levels)
+        return _grid(self.window_levels, self.granularity_levels)[0]
 
     @property
     def _grid_g(self) -> np.ndarray:
-        return np.tile(self._levels_g, self.window_levels)
+        return _grid(self.window_levels, self.granularity_levels)[1]
 
     def _baseline_ceiling(self, problem: Problem, grid_fits: np.ndarray) -> float:
         """An upper bound of the paper's weighted QoS, read off the priced option grid.
@@ -307,7 +338,7 @@ class WeightedQoS:
         column = np.full(n, top)
         lifted = Found(
             trial[:, top], found.fg, priced.query_memory[rows, column], priced.query_cpu[rows, column],
-            priced.qos[rows, column], {**found.facts, "window_lift": float(deltas[top])},
+            priced.qos[rows, column], {**found.facts, "window_lift": float(deltas[top])}, found.grid_price,
         )
         exact = Outcome(lifted.query_memory, lifted.query_cpu, priced.total_memory[top], priced.total_cpu[top], lifted.qos)
         return lifted, exact
@@ -318,41 +349,90 @@ class WeightedQoS:
         """Re-decide only the queries reading the changed streams, in the budget the others leave.
 
         Cheaper than a full decision: one evaluation and one knapsack over the
-        option grid, the settings in force and their neighbours (window or
-        granularity fraction moved by 1/16, 1/8 or 1/4 of the range either
-        way), no refinement round, no lift, no uniform start. Returns None
-        (decide from scratch) when those queries cannot fit that budget even
-        at their minimum.
+        settings in force and their neighbours (window or granularity fraction
+        moved by −1/4, −1/16 or +1/16 of the range), the all-minimum setting and
+        the grid's window levels at the granularity in force; no refinement
+        round, no lift, no uniform start. The grid's knob values and scores are
+        sliced from the whole problem's (``Problem.subproblem``), and the
+        neighbours round four window and four granularity trials per query.
+        The knapsack's price search starts from the last full decision's price
+        (``WeightedState.grid_price``). Returns None (decide from scratch) when
+        those queries cannot fit that budget even at their minimum, or when
+        operators are shared.
         """
         problem, bounds = given.problem, given.bounds
+        if problem.shares_nodes:
+            return None
         affected = problem.queries_reading(given.changed_streams)
+        if len(affected) == 0:
+            return None
         keep = np.ones(len(problem.queries), dtype=bool)
         keep[affected] = False
         memory = bounds.usable_memory - state.query_memory[keep].sum()
         cpu = bounds.usable_cpu - state.query_cpu[keep].sum()
-        if len(affected) == 0 or memory <= 0 or cpu <= 0 or problem.shares_nodes:
+        if memory <= 0 or cpu <= 0:
             return None
         sub = problem.subproblem(affected)
-        fw, fg = state.fw[affected], state.fg[affected]
-        near = [(fw, fg)]
-        for step in _NEIGHBOURS:
-            near += [(np.clip(fw + step, 0.0, 1.0), fg), (fw, np.clip(fg + step, 0.0, 1.0))]
-        found = self._improve(sub, given.stream_d, memory, cpu, near, 0, ceiling=False)
-        if found is None or found.query_memory.sum() > memory or found.query_cpu.sum() > cpu:
+        n = len(affected)
+        rows = np.arange(n)
+        # the settings in force and their neighbours: each kind of knob rounded and scored once
+        trial_w = np.clip(state.fw[affected][:, None] + _MOVES, 0.0, 1.0)
+        trial_g = np.clip(state.fg[affected][:, None] + _MOVES, 0.0, 1.0)
+        # options: the settings in force and their neighbours, the all-minimum setting, and every window
+        # level of the grid at the granularity in force (the grid's parts are sliced from the whole problem's)
+        grid_w, grid_g = sub.grid_parts(self._levels_w, self._levels_g)
+        near_w, near_g = sub.window_part(trial_w), sub.granularity_part(trial_g)
+        levels = np.arange(self.window_levels) * self.granularity_levels  # grid columns (level, coarsest)
+        in_force = np.zeros(self.window_levels, dtype=np.intp)  # the granularity trial "stay"
+        windows = [near_w.take(_NEAR_W), grid_w.take(levels[:1]), grid_w.take(levels)]
+        granularities = [near_g.take(_NEAR_G), grid_g.take(levels[:1]), near_g.take(in_force)]
+        fractions_w = np.concatenate((trial_w[:, _NEAR_W], np.zeros((n, 1)), np.tile(self._levels_w, (n, 1))), axis=1)
+        fractions_g = np.concatenate((trial_g[:, _NEAR_G], np.zeros((n, 1)), trial_g[:, in_force]), axis=1)
+        priced = sub.evaluate_parts(windows, granularities, given.stream_d)
+        starts = len(_NEAR_W)
+        exact_fit = priced.fits_budget(memory, cpu)
+        if not exact_fit[starts]:  # column 7 is the all-minimum setting
             return None  # even the all-minimum option does not fit what the other queries leave
+        weight = np.where(sub.adjustable, sub.weights, 0.0)[:, None]
+        value, a, b = weight * priced.qos, priced.query_memory / (memory * _SAFE), priced.query_cpu / (cpu * _SAFE)
+        fitting = [k for k in range(starts + 1) if exact_fit[k]]  # by exact totals, like the starts of _improve
+        stay = max(fitting, key=lambda k: value[:, k].sum())
+        choice, binding, _ = knapsack(value, a, b, stay=stay, price=self._price_hint(state, bounds, memory, cpu))
+        found_w, found_g = fractions_w[rows, choice], fractions_g[rows, choice]
+        found_memory, found_cpu = priced.query_memory[rows, choice], priced.query_cpu[rows, choice]
+        if found_memory.sum() > memory or found_cpu.sum() > cpu:
+            return None
         fw, fg = state.fw.copy(), state.fg.copy()
         query_memory, query_cpu, qos = state.query_memory.copy(), state.query_cpu.copy(), state.qos.copy()
-        fw[affected], fg[affected] = found.fw, found.fg
-        query_memory[affected], query_cpu[affected], qos[affected] = found.query_memory, found.query_cpu, found.qos
+        fw[affected], fg[affected] = found_w, found_g
+        query_memory[affected], query_cpu[affected], qos[affected] = found_memory, found_cpu, priced.qos[rows, choice]
         outcome = Outcome(query_memory, query_cpu, query_memory.sum(), query_cpu.sum(), qos)
         if not outcome.fits(bounds):
             return None
         reason = f"re-decided {len(affected)} quer{'y' if len(affected) == 1 else 'ies'} reading the changed streams"
-        facts = {**found.facts, "incremental": True, "requeried": int(len(affected))}
-        return self._decision(problem, fw, fg, outcome, True, reason, facts)
+        facts = {"binding": binding, "window_step": 1.0 / (self.window_levels - 1), "baseline_ceiling": None,
+                 "incremental": True, "requeried": len(affected)}
+        return self._decision(problem, fw, fg, outcome, True, reason, facts, state.grid_price)
 
-    def _decision(self, problem: Problem, fw, fg, outcome: Outcome, feasible: bool, reason: str, facts) -> Decision:
-        state = WeightedState(fw, fg, outcome.query_memory, outcome.query_cpu, outcome.qos, problem.queries)
+    @staticmethod
+    def _price_hint(state: WeightedState, bounds, memory: float, cpu: float) -> float | None:
+        """The last full decision's grid price, in units of the budget left to a re-decision.
+
+        Costs are priced as fractions of the budget, so a price per unit of the
+        whole budget is that price times the share of the budget left. Only a
+        starting point of the price search (see ``knapsack``), never its result.
+        """
+        if state.grid_price is None:
+            return None
+        price, binding = state.grid_price
+        share_m, share_c = memory / bounds.usable_memory, cpu / bounds.usable_cpu
+        share = share_m if binding == "memory" else share_c if binding == "cpu" else float(np.sqrt(share_m * share_c))
+        return price * share if price > 0 and share > 0 else None
+
+    def _decision(
+        self, problem: Problem, fw, fg, outcome: Outcome, feasible: bool, reason: str, facts, grid_price=None,
+    ) -> Decision:
+        state = WeightedState(fw, fg, outcome.query_memory, outcome.query_cpu, outcome.qos, problem.queries, grid_price)
         return Decision(
             policy=self.name,
             feasible=feasible,
@@ -468,24 +548,31 @@ def _priced_choice(
     # bisect on the rows that choose differently at the two ends (compacted); the others are fixed
     live = np.flatnonzero(low_pick != high_pick)
     total_a, total_b = a[rows, high_pick].sum(), b[rows, high_pick].sum()
-    v, c, a_live, b_live = value[live], cost[live], a[live], b[live]
+    # the live rows' options (value, cost, a, b) in one array, so that dropping rows is one operation
+    options = np.stack((value[live], cost[live], a[live], b[live]))
+    v, c, a_live, b_live = options
     low_live, high_live = low_pick[live], high_pick[live]
-    while len(live) > _MARGIN_ROWS and high - low > 1e-9 * high:
+    if len(live) > _MARGIN_ROWS:
         r = np.arange(len(live))
-        was_a, was_b = a_live[r, high_live].sum(), b_live[r, high_live].sum()
+        at_high = np.stack((a_live[r, high_live], b_live[r, high_live]))  # a and b of each live row's high pick
+        picks = np.stack((live, low_live, high_live))
+    while len(live) > _MARGIN_ROWS and high - low > 1e-9 * high:
+        was_a, was_b = at_high.sum(axis=1)
         middle = np.sqrt(low * high) if 0 < 4 * low < high else (low + high) / 2
         picked = np.argmax(v - middle * c, axis=1)
-        now_a, now_b = a_live[r, picked].sum(), b_live[r, picked].sum()
+        at_picked = np.stack((a_live[r, picked], b_live[r, picked]))
+        now_a, now_b = at_picked.sum(axis=1)
         if total_a - was_a + now_a <= 1.0 and total_b - was_b + now_b <= 1.0:
-            high, high_live = middle, picked
+            high, picks[2], at_high = middle, picked, at_picked
             total_a, total_b = total_a - was_a + now_a, total_b - was_b + now_b
-            keep = picked != low_live
+            keep = picked != picks[1]
         else:
-            low, low_live = middle, picked
-            keep = picked != high_live
-        high_pick[live] = high_live
-        live, v, c, a_live, b_live = live[keep], v[keep], c[keep], a_live[keep], b_live[keep]
-        low_live, high_live = low_live[keep], high_live[keep]
+            low, picks[1] = middle, picked
+            keep = picked != picks[2]
+        high_pick[picks[0]] = picks[2]
+        options, picks, at_high = options[:, keep], picks[:, keep], at_high[:, keep]
+        (v, c, a_live, b_live), (live, low_live, high_live) = options, picks
+        r = r[:len(live)]
     high_pick[live] = high_live
     if len(live):
         rest_a = a[rows, high_pick].sum() - a[live, high_live].sum()
@@ -530,11 +617,31 @@ def _hulls(value: np.ndarray, cost: np.ndarray) -> np.ndarray:
     Returns (Q, H) option indices padded with −1: column 0 is the cheapest
     option (the most valuable among equally cheap ones), and each next one
     the option with the steepest gain per unit of cost over the previous.
-    A gift-wrapping walk, vectorised over rows; finished rows drop out.
+    A gift-wrapping walk, vectorised over rows. For few rows (the sweep's
+    margin) every option's successor is found at once from the (Q, K, K)
+    slopes and the walks only follow them; otherwise each step prices the
+    rows still walking.
     """
     n, k = value.shape
     cheapest = cost.min(axis=1)
     current = np.argmax(np.where(cost == cheapest[:, None], value, -np.inf), axis=1)
+    if n * k * k <= _HULL_CELLS:
+        # successor[r][i]: the option after i on row r's hull (−1: none)
+        dc = cost[:, None, :] - cost[:, :, None]  # [r, i, j] = cost[r, j] − cost[r, i]
+        dv = value[:, None, :] - value[:, :, None]
+        up = (dc > 0.0) & (dv > 0.0)
+        slope = np.divide(dv, dc, out=np.full(dv.shape, -np.inf), where=up)
+        nxt = np.argmax(slope, axis=2)
+        successor = np.where(np.take_along_axis(up, nxt[:, :, None], axis=2)[:, :, 0], nxt, -1).tolist()
+        walks = []
+        for here, after in zip(current.tolist(), successor):  # few rows: a short walk each, in Python
+            walk = [here]
+            while after[here] >= 0:
+                here = after[here]
+                walk.append(here)
+            walks.append(walk)
+        width = max(map(len, walks), default=1)
+        return np.array([walk + [-1] * (width - len(walk)) for walk in walks], dtype=np.intp).reshape(n, width)
     hull = np.full((n, k), -1, dtype=np.intp)
     hull[:, 0] = current
     live = np.arange(n)
@@ -553,6 +660,10 @@ def _hulls(value: np.ndarray, cost: np.ndarray) -> np.ndarray:
         hull[live, j] = nxt
         current[live] = nxt
     return hull
+
+
+_HULL_CELLS = 1 << 14
+"""``_hulls`` finds all successors at once when rows × options² is at most this (128 KiB of slopes)."""
 
 
 def _fill(value: np.ndarray, a: np.ndarray, b: np.ndarray, picked: np.ndarray, rounds: int = 2) -> np.ndarray:
@@ -577,7 +688,8 @@ def _fill(value: np.ndarray, a: np.ndarray, b: np.ndarray, picked: np.ndarray, r
         spend = np.maximum(cost_a, 0.0) / max(slack_a, 1e-300) + np.maximum(cost_b, 0.0) / max(slack_b, 1e-300)
         efficiency = (value[row, option] - chosen_v[row]) / np.maximum(spend, 1e-300)
         best = np.lexsort((-efficiency, row))  # per row, the most efficient upgrade first
-        first = best[np.flatnonzero(np.r_[True, row[best][1:] != row[best][:-1]])]
+        ranked = row[best]
+        first = best[np.flatnonzero(np.concatenate(([True], ranked[1:] != ranked[:-1])))]
         order = first[np.argsort(-efficiency[first], kind="stable")]
         # the longest prefix whose running totals stay within the slack at every point
         within = np.maximum.accumulate(np.maximum(cost_a[order].cumsum() - slack_a, cost_b[order].cumsum() - slack_b)) <= 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +16,11 @@ from armd.costmodel.workload import section54
 from armd.policies.admission import admit
 from armd.policies.base import PolicyInput
 from armd.policies.paper import PaperBisection
+from armd.policies import problem as problem_module
 from armd.policies.problem import Bounds, Problem
 from armd.policies.qos import QoSError, QueryQoS, granularity_values, window_values
 from armd.policies.registry import make_policy
-from armd.policies.weighted import WeightedQoS, _priced_choice, choose, knapsack
+from armd.policies.weighted import WeightedQoS, _hulls, _priced_choice, choose, knapsack
 
 
 def join_query(stream_a: str, stream_b: str, w: float) -> dict:
@@ -262,6 +264,85 @@ def test_incremental_redecision_touches_only_queries_reading_the_changed_stream(
     assert again.outcome.fits(bounds)
     scratch = policy.decide(PolicyInput(problem, bounds, now=1.0, stream_d=stream_d))
     assert again.weighted_qos >= 0.9 * scratch.weighted_qos
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 40), share=st.floats(0.05, 0.8), factor=st.floats(0.3, 1.5))
+def test_incremental_redecision_stays_in_range_fits_and_keeps_the_others(seed, n, share, factor) -> None:
+    """A re-decision after one stream's rate changes: settings in range, both bounds met by the exact
+    total, the other queries untouched; the warm-started price search chooses as a cold one."""
+    problem = small_workload(seed, n)
+    bounds = bounds_at(problem, share, 0.6)
+    policy = WeightedQoS()
+    first = policy.decide(PolicyInput(problem, bounds, now=0.0))
+    for s, stream in enumerate(problem.batch.stream_names):
+        stream_d = problem.batch.stream_d.copy()
+        stream_d[s] *= factor
+        given_ = PolicyInput(problem, bounds, now=1.0, stream_d=stream_d, state=first.state,
+                             changed_streams=frozenset({stream}))
+        again = policy.decide(given_)
+        settings_in_ranges(problem, again.fw, again.fg)
+        exact = problem.evaluate(again.fw, again.fg, stream_d)
+        assert not again.feasible or exact.fits(bounds)
+        if again.details.get("incremental"):
+            readers = problem.queries_reading(frozenset({stream}))
+            others = np.setdiff1d(np.arange(len(problem.queries)), readers)
+            assert np.array_equal(again.fw[others], first.fw[others]) and np.array_equal(again.fg[others], first.fg[others])
+            cold = policy.decide(replace(given_, state=replace(first.state, grid_price=None)))
+            assert cold.weighted_qos == pytest.approx(again.weighted_qos, rel=1e-12, abs=1e-12)
+
+
+def test_subproblem_slices_like_the_general_path_and_is_cached(monkeypatch) -> None:
+    """Ascending indices are sliced by per-query knob offsets; any order takes the general path. Both
+    give the same knobs, values and scores (for the same queries), and a repeated request is served
+    from the cache. Window scores summed from the table of knob positions equal the sparse sums."""
+    problem = small_workload(11, 30)
+    problem.grid_parts(np.linspace(0, 1, 5), np.linspace(0, 1, 3))
+    keep = np.array([1, 4, 5, 9, 17, 22, 29])
+    fast = problem.subproblem(keep)
+    assert problem.subproblem(keep.copy()) is fast
+    general = problem.subproblem(keep[::-1])  # the same queries in the other order
+    assert general.queries == fast.queries[::-1]
+    rng = np.random.default_rng(3)
+    fw, fg = rng.random((len(keep), 3)), rng.random((len(keep), 3))
+    ours = fast.evaluate(fw, fg)
+    theirs = general.evaluate(fw[::-1], fg[::-1])
+    for name in ("query_memory", "query_cpu", "qos"):
+        assert np.array_equal(getattr(ours, name), getattr(theirs, name)[::-1]), name
+    assert np.array_equal(ours.total_memory, theirs.total_memory)
+    full_fw, full_fg = np.zeros(len(problem.queries)), np.zeros(len(problem.queries))
+    full_fw[keep], full_fg[keep] = fw[:, 0], fg[:, 0]
+    assert np.array_equal(problem.score(full_fw, full_fg)[keep], fast.score(fw[:, 0], fg[:, 0]))
+    many = rng.random((len(problem.queries), 6))
+    by_table = problem.window_part(many).score
+    monkeypatch.setattr(problem_module, "_SLOT_CELLS", 0)  # the sparse matrix instead
+    assert np.array_equal(problem.window_part(many).score, by_table)
+    for cut, new in zip(fast.grid_parts(np.linspace(0, 1, 5), np.linspace(0, 1, 3)),
+                        general.grid_parts(np.linspace(0, 1, 5), np.linspace(0, 1, 3))):
+        assert np.array_equal(cut.score, new.score[::-1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), rows=st.integers(1, 40), columns=st.integers(1, 24), ties=st.booleans())
+def test_hulls_of_few_rows_match_the_stepwise_walk(seed, rows, columns, ties) -> None:
+    """``_hulls`` takes all successors at once for few rows; the walk row by row must give the same hull."""
+    rng = np.random.default_rng(seed)
+    if ties:
+        value, cost = rng.integers(0, 4, (rows, columns)).astype(float), rng.integers(0, 4, (rows, columns)).astype(float)
+    else:
+        value, cost = rng.random((rows, columns)), rng.random((rows, columns))
+    hull = _hulls(value, cost)
+    for r in range(rows):  # the reference walk, one row at a time
+        here = int(np.argmax(np.where(cost[r] == cost[r].min(), value[r], -np.inf)))
+        walk = [here]
+        while True:
+            dc, dv = cost[r] - cost[r, here], value[r] - value[r, here]
+            up = (dc > 0) & (dv > 0)
+            if not up.any():
+                break
+            here = int(np.argmax(np.where(up, dv / np.where(up, dc, 1.0), -np.inf)))
+            walk.append(here)
+        assert hull[r, :len(walk)].tolist() == walk and np.all(hull[r, len(walk):] == -1)
 
 
 # --- admission --------------------------------------------------------------------------------------
