@@ -33,7 +33,7 @@ import math
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -45,6 +45,7 @@ from armd.policies.base import PolicyInput
 from armd.policies.guardrails import Guarded, Running, guard
 from armd.policies.problem import Problem
 from armd.policies.registry import make_policy
+from armd.policies.staging import Staging, stage
 from armd.policies.trajectory import predict
 from armd.policies.triggers import RateTracker, decision_due
 
@@ -67,6 +68,9 @@ def utcnow() -> datetime:
 class PendingChanges:
     decision_id: int | None
     changes: dict[str, tuple[QuerySettings | None, QuerySettings]]
+    """To apply at the next apply step."""
+    later: dict[str, tuple[QuerySettings | None, QuerySettings]] = field(default_factory=dict)
+    """Staged for after the migrations in progress have finished (their extra state would break the bound)."""
 
 
 class Controller:
@@ -395,8 +399,10 @@ class Controller:
             if q not in self.running or self.running[q].windows != s.windows or self.running[q].granularity != s.granularity
         }
         trajectory = None
+        held = 0.0
         if running is not None:
             old_outcome = problem.evaluate(running.fw, running.fg, stream_d)
+            held = float(old_outcome.total_memory)
             trajectory = predict(
                 problem, bounds, now,
                 (*problem.values(running.fw, running.fg), old_outcome),
@@ -442,6 +448,7 @@ class Controller:
                 "forced": list(guarded.forced),
                 "proposed_weighted_qos": float(decision.weighted_qos),
                 "bounds_hold_at": trajectory.bounds_hold_at if trajectory else None,
+                "staging": (staging := self._stage(changes, held, per_query)).as_json(),
                 "trajectory": trajectory.as_rows() if trajectory else [],
                 "details": _json_safe(decision.details),
             },
@@ -469,7 +476,30 @@ class Controller:
         self.last_decision_at = now
         self.counters["decisions"] += 1
         if guarded.apply and changes:
-            self.pending = PendingChanges(holder.get("id"), changes)
+            self.pending = PendingChanges(holder.get("id"), {q: changes[q] for q in staging.now},
+                                          {q: changes[q] for q in staging.later})
+            self._staged_event(staging)
+
+    def _stage(self, changes: dict[str, tuple[QuerySettings | None, QuerySettings]], held: float,
+               per_query: dict[str, dict[str, Any]]) -> Staging:
+        """Which changes migrate now: the applier's extra state while a migration runs must fit the memory bound."""
+        transient = getattr(self.applier, "transient_memory", None)
+        extra = {}
+        for query, (old, new) in changes.items():
+            estimate = per_query.get(query, {}).get("estimated_memory_bytes", 0.0)
+            extra[query] = 0.0 if transient is None or old is None else float(transient(query, old, new, estimate))
+        return stage(held, extra, self.config.bounds.memory)
+
+    def _staged_event(self, staging: Staging) -> None:
+        if staging.later or staging.over_bound:
+            bound = self.config.bounds.memory
+            message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
+                       f"running them together would hold more than the memory bound {bound:,.0f} B"
+                       if staging.later else "")
+            if staging.over_bound:
+                message = (f"the migration of {staging.now[0]} holds {staging.peak_memory:,.0f} B while it runs, over the memory "
+                           f"bound {bound:,.0f} B; no smaller step exists, so it runs alone" + (f"; {message}" if message else ""))
+            self._event("migrations_staged", "warning" if staging.over_bound else "info", message, None, staging.as_json())
 
     def _running_for(self, problem: Problem) -> Running | None:
         if not any(q in self.running for q in problem.queries):
@@ -499,6 +529,11 @@ class Controller:
         pending, self.pending = self.pending, None
         if pending is None:
             return
+        if not pending.changes and pending.later:
+            if self._migrating():
+                self.pending = pending  # the staged migrations wait for those in progress
+                return
+            pending = self._restage(pending)
         at = self.clock()
         now = self._units(at)
         retry: dict[str, tuple[QuerySettings | None, QuerySettings]] = {}
@@ -537,8 +572,29 @@ class Controller:
             self.log.info("settings_applied", query=query, migration=migration.get("id"), strategy=strategy,
                           windows=dict(new.windows), granularity=new.granularity, qos=round(new.qos, 6))
             self.counters["applied"] += 1
-        if retry and self.pending is None:
-            self.pending = PendingChanges(pending.decision_id, retry)
+        if self.pending is None and (retry or pending.later):
+            self.pending = PendingChanges(pending.decision_id, retry, pending.later)
+
+    def _migrating(self) -> bool:
+        """Whether the applier still runs migrations it started (appliers that finish within ``apply`` never do)."""
+        in_progress = getattr(self.applier, "migrating", None)
+        return bool(in_progress()) if in_progress is not None else False
+
+    def _restage(self, pending: PendingChanges) -> PendingChanges:
+        """Stage the waiting changes again, on the estimates of the settings now in force."""
+        problem, stream_d = self.problem, self.current_d()
+        fw, fg = self._running_fractions()
+        held = float(problem.evaluate(fw, fg, stream_d, with_qos=False).total_memory)
+        index = {q: i for i, q in enumerate(problem.queries)}
+        waiting = [q for q in pending.later if q in index]
+        for q in waiting:
+            fw[index[q]], fg[index[q]] = pending.later[q][1].fw, pending.later[q][1].fg
+        target = problem.evaluate(fw, fg, stream_d, with_qos=False)
+        per_query = {q: {"estimated_memory_bytes": float(target.query_memory[index[q]])} for q in waiting}
+        staging = self._stage({q: pending.later[q] for q in waiting}, held, per_query)
+        self._staged_event(staging)
+        return PendingChanges(pending.decision_id, {q: pending.later[q] for q in staging.now},
+                              {q: pending.later[q] for q in staging.later})
 
     def _finish_migration(self, migration: dict[str, int], state: str, details: dict[str, Any]) -> None:
         at = self.clock()

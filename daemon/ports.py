@@ -114,7 +114,17 @@ class QuerySettings:
 
 
 class Applier(Protocol):
-    """Puts new settings into force (a migration adapter plugs in here)."""
+    """Puts new settings into force (a migration adapter plugs in here).
+
+    A live-migrating applier (GenMig) also offers two optional methods, which
+    the controller uses to stage migrations within the memory bound
+    (``policies/staging.py``): ``transient_memory(query, old, new,
+    new_memory) -> float``, the extra bytes held while the migration runs
+    (``new_memory`` is the cost model's estimate for the new settings), and
+    ``migrating() -> Sequence[str]``, the queries whose migration is still
+    running. Appliers without them finish within ``apply`` and hold nothing
+    extra (a restart drops the old state).
+    """
 
     name: str
 

@@ -152,7 +152,7 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
-def make(tmp_path, memory=200_000, dry_run=False, failing=(), burst=None, threshold=0.2):
+def make(tmp_path, memory=200_000, dry_run=False, failing=(), burst=None, threshold=0.2, burst_seconds=1e9):
     path = tmp_path / "armd.toml"
     path.write_text(CONFIG.format(memory=memory, dry_run=str(dry_run).lower(), plan=PLAN, threshold=threshold))
     config = load_config(path)
@@ -160,7 +160,7 @@ def make(tmp_path, memory=200_000, dry_run=False, failing=(), burst=None, thresh
     if burst:
         stream, at, factor = burst
         base = schedules[stream].rate_per_second
-        schedules[stream] = Schedule(base, bursts=[(at, 1e9, factor)])
+        schedules[stream] = Schedule(base, bursts=[(at, burst_seconds, factor)])
     source = SyntheticSource(schedules, 1, config.model.time_unit_seconds, START)
     store, alerts, clock = MemoryStore(), Alerts(), Clock()
     applier = Applier(source, set(failing))
@@ -313,3 +313,53 @@ def test_measured_selectivities_are_smoothed_and_rebuild_the_model(tmp_path):
     assert store.of("decision")[-1].estimated_cpu > before  # five times the join results to process downstream
     cycle(controller, clock)
     assert len(store.of("decision")) == len(triggers)  # the same measurement again moves nothing
+
+
+class LiveApplier(Applier):
+    """Migrates like GenMig: both plans run for a while, holding the new plan's state on top of the old one."""
+
+    name = "live"
+
+    def __init__(self, source: SyntheticSource) -> None:
+        super().__init__(source)
+        self.running: dict[str, int] = {}
+
+    def transient_memory(self, query, old, new, new_memory):
+        return new_memory
+
+    def apply(self, query, old, new):
+        self.running[query] = 2  # apply steps until it has drained
+        return super().apply(query, old, new)
+
+    def migrating(self):
+        for query in list(self.running):
+            self.running[query] -= 1
+            if not self.running[query]:
+                del self.running[query]
+        return tuple(self.running)
+
+
+def test_live_migrations_whose_extra_state_would_break_the_bound_are_staged(tmp_path):
+    controller, store, _, _, clock = make(tmp_path, memory=100_000)
+    applier = controller.applier = LiveApplier(controller.source)
+    cycle(controller, clock)
+    assert {q for q, _ in applier.applied} == {"clicks_per_view", "clicks_per_second", "big_orders"}  # starts: no old state
+    applier.applied.clear()
+    clock.advance(60)  # past every cool-down
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(memory=300_000, dry_run="false", plan=PLAN, threshold=0.2))
+    controller.reload(load_config(path))
+    for _ in range(8):
+        cycle(controller, clock)
+    decision = [d for d in store.of("decision") if d.trigger == "bounds changed"][0]
+    staging = decision.outputs["staging"]
+    assert staging["later"] and staging["now"] and not staging["over_bound"], staging
+    assert staging["peak_memory_bytes"] <= 300_000
+    grown = sum(d["estimated_memory_bytes"] for d in decision.outputs["queries"].values())
+    assert grown <= 300_000 * 0.9  # the decision fits; only the way there would not, all at once
+    events = [e for e in store.of("event") if e.kind == "migrations_staged"]
+    assert events and "wait until those of" in events[0].message
+    # The waiting changes are applied once the first ones have drained.
+    order = [q for q, _ in applier.applied]
+    assert set(staging["now"] + staging["later"]) <= set(order)
+    assert max(order.index(q) for q in staging["now"]) < min(order.index(q) for q in staging["later"])

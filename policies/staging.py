@@ -1,0 +1,62 @@
+"""Staging plan changes whose migrations hold extra memory while they run.
+
+A live migration (GenMig) runs the old and the new plan side by side until
+the split time has passed, so for a while a query holds its old state plus
+the state the new plan builds up. A decision whose settings fit the memory
+bound can therefore break it on the way there if every changed query
+migrates at once. ``stage`` picks the migrations that can run together now
+and leaves the others for later, when the first ones have finished; the
+caller records the staging with the decision and applies it in steps.
+
+Pure: memory figures in bytes come from the cost model, nothing is measured here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Staging:
+    now: tuple[str, ...]
+    """Queries to migrate now, together."""
+    later: tuple[str, ...]
+    """Queries whose migration waits until those of ``now`` have finished."""
+    peak_memory: float
+    """Estimated memory while the migrations of ``now`` run: the state held plus their extra state."""
+    over_bound: bool
+    """Not even one migration fits the bound; the one with the least extra state runs alone anyway."""
+
+    def as_json(self) -> dict:
+        return {"now": list(self.now), "later": list(self.later), "peak_memory_bytes": self.peak_memory,
+                "over_bound": self.over_bound}
+
+
+def stage(held: float, extra: Mapping[str, float], memory_bound: float) -> Staging:
+    """Which of the migrations (query → extra bytes while it runs) can run at once on top of ``held`` bytes.
+
+    Greedy by ascending extra state, so that as many migrations as possible
+    start now; ties by query name, so the result does not depend on the
+    order of ``extra``. A migration without extra state (a restart) always
+    fits. When none fits, the cheapest runs alone (``over_bound``): waiting
+    would not make room, since the held state only shrinks once settings
+    change.
+    """
+    if memory_bound <= 0:
+        raise ValueError(f"memory_bound must be > 0, got {memory_bound!r}")
+    negative = sorted(q for q, e in extra.items() if not e >= 0)
+    if negative:
+        raise ValueError(f"extra memory must be ≥ 0; got {', '.join(f'{q}={extra[q]!r}' for q in negative)}")
+    order = sorted(extra, key=lambda q: (extra[q], q))
+    now: list[str] = []
+    total = float(held)
+    for query in order:
+        if total + extra[query] <= memory_bound or extra[query] == 0:
+            now.append(query)
+            total += extra[query]
+    over = False
+    if order and not now:
+        now, total, over = [order[0]], float(held) + extra[order[0]], True
+    later = tuple(q for q in order if q not in now)
+    return Staging(tuple(now), later, total, over)
