@@ -61,6 +61,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
+from .evaluate import PROFILES
 from .formulas import GRANULARITY_TOLERANCE, ROUNDING_SLACK
 from .plan import PlanSet
 
@@ -155,6 +156,8 @@ def _window(x, out, p, k, w) -> None:
     d, l, g, size = x  # noqa: E741
     out_d, out_l, out_g, out_size, memory, cpu = out
     c, is_tuple = p["c"], p["is_tuple"]
+    if k.window_extra is not None:
+        w = w + k.window_extra + np.where(d == _INF, 0.0, d)
     if c is not None:
         w = np.where(is_tuple, c * d, w)
     # length = ⌊(w + 1)/g⌋·g, built in out_l
@@ -407,10 +410,13 @@ _UNREFERENCED = (
 class _Constants:
     """The plan's cost constants plus the sums formulas.py forms from them, precomputed once."""
 
-    def __init__(self, constants) -> None:
+    def __init__(self, constants, profile: str = "paper") -> None:
         for name, value in constants.as_dict().items():
             setattr(self, name, value)
         k = constants
+        self.profile = profile
+        # spark: a time window holds its elements for w + D + T + d (evaluate.retention_extra)
+        self.window_extra = None if profile == "paper" else k.watermark_delay + k.trigger_interval
         self.c_update = k.C_O + k.C_U  # (17)
         self.c_new_sparse = k.C_L + k.C_I  # (18), d ≥ l
         self.c_reorg_hit = k.C_O + k.C_L  # (19)
@@ -634,7 +640,7 @@ class BatchPlan:
         raise TypeError("build a BatchPlan with BatchPlan.compile(plan)")
 
     @classmethod
-    def compile(cls, plan: PlanSet) -> BatchPlan:
+    def compile(cls, plan: PlanSet, profile: str = "paper") -> BatchPlan:
         """Precompute levels, blocks, the node order, input slices, node constants and the query sums.
 
         Blocks are keyed by (depth, operator, (depth, operator) of each input)
@@ -643,9 +649,11 @@ class BatchPlan:
         (consumer block, input slot, consumer's position), so the inputs of one
         slot of a consumer block are consecutive whenever no node is shared.
         """
+        if profile not in PROFILES:
+            raise LookupError(f"unknown engine profile {profile!r}; available: {', '.join(PROFILES)}")
         self = object.__new__(cls)
         k = plan.constants
-        self._init_state(None, _Constants(k), plan)
+        self._init_state(None, _Constants(k, profile), plan)
         self.query_names = tuple(plan.queries)
         self.stream_names = tuple(plan.streams)
         stream_position = {name: i for i, name in enumerate(self.stream_names)}

@@ -49,6 +49,10 @@ class CostConstants:
     """Bytes of one aggregate in an aggregation's state, unless the node sets ``size``."""
     buckets: int = 64
     """Hash buckets per join status structure, unless the node sets ``buckets``."""
+    watermark_delay: float = 0.0
+    """``spark`` profile: the watermark delay D of the queries, in model time units."""
+    trigger_interval: float = 0.0
+    """``spark`` profile: the event time one micro-batch covers (the trigger interval T), in model time units."""
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

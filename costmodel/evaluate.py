@@ -8,15 +8,33 @@ the one the CLI uses; ``costmodel.batch`` is the fast path for many plans.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
 from . import formulas as f
 from .characteristics import Stream
+from .constants import CostConstants
 from .plan import Node, PlanSet
 
-PROFILES = ("paper",)
-"""Engine profiles: ``paper`` is paper 001's PIPES model exactly."""
+PROFILES = ("paper", "spark")
+"""Engine profiles: ``paper`` is paper 001's PIPES model exactly; ``spark`` keeps a time window's elements
+for its size plus the time until Spark's watermark passes them (see ``retention_extra``)."""
+
+
+def retention_extra(profile: str, constants: CostConstants, d: float) -> float:
+    """Time a time window's element stays in state beyond the window size: 0 in PIPES (``paper``).
+
+    Spark (``spark``) drops state only when the watermark passes it. The
+    watermark trails the newest event time by the delay D, is taken once per
+    micro-batch (one trigger interval T of event time later), and follows the
+    newest element, on average d (the input's inter-arrival time) old. So a
+    window of size w holds its elements for w + D + T + d; measured on local
+    Spark in docs/spark-mapping.md.
+    """
+    if profile == "paper":
+        return 0.0
+    return constants.watermark_delay + constants.trigger_interval + (d if math.isfinite(d) else 0.0)
 
 
 @dataclass(frozen=True)
@@ -53,7 +71,7 @@ def estimate(plan: PlanSet, profile: str = "paper") -> Estimate:
         raise LookupError(f"unknown engine profile {profile!r}; available: {', '.join(PROFILES)}")
     results: dict[str, NodeEstimate] = {}
     for node in plan.nodes.values():
-        results[node.id] = evaluate_node(node, [results[i] for i in node.inputs], plan)
+        results[node.id] = evaluate_node(node, [results[i] for i in node.inputs], plan, profile)
     queries = {}
     for name in plan.queries:
         members = [results[i] for i in plan.query_nodes(name)]
@@ -62,7 +80,7 @@ def estimate(plan: PlanSet, profile: str = "paper") -> Estimate:
     return Estimate(results, queries, total)
 
 
-def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet) -> NodeEstimate:
+def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet, profile: str = "paper") -> NodeEstimate:
     """Apply one operator's output and cost formulas to its inputs' estimates."""
     k = plan.constants
     op = node.op
@@ -80,7 +98,7 @@ def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet) -> Node
         out = f.window_output(s, f.tuple_window_size(s, node.c))
         cost = f.tuple_window_cost(s, node.c, size, k)
     elif op == "window":
-        out, cost = f.window_output(s, node.w), f.window_cost(s, k)
+        out, cost = f.window_output(s, node.w + retention_extra(profile, k, s.d)), f.window_cost(s, k)
     elif op == "granularity":
         out, cost = f.granularity_output(s, node.g), f.granularity_cost(s, k)
     elif op == "aggregate":

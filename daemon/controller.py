@@ -134,7 +134,7 @@ class Controller:
             nodes = {node_id: replace(node, sel=min(1.0, measured.smoothed[node_id])) if node_id in measured.smoothed else node
                      for node_id, node in plan.nodes.items()}
             plan = replace(plan, nodes=nodes)
-        self.full_problem = Problem(plan, config.qos)
+        self.full_problem = Problem(plan, config.qos, profile=config.model.profile)
         unit = config.model.time_unit_seconds
         self.rails = replace(config.guardrails, cooldown=config.guardrails.cooldown / unit)
         self.stream_names = tuple(self.full_problem.batch.stream_names)

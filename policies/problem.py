@@ -114,12 +114,12 @@ class Part:
 class Problem:
     """A plan set with QoS ranges, ready for repeated vectorised evaluation."""
 
-    def __init__(self, plan: PlanSet, qos: Mapping[str, QueryQoS], batch: BatchPlan | None = None) -> None:
+    def __init__(self, plan: PlanSet, qos: Mapping[str, QueryQoS], batch: BatchPlan | None = None, profile: str = "paper") -> None:
         unknown = set(qos) - set(plan.queries)
         if unknown:
             raise QoSError(f"QoS declared for unknown quer{'y' if len(unknown) == 1 else 'ies'} {sorted(unknown)}")
         self._qos_specs = dict(qos)
-        self.batch = batch or BatchPlan.compile(plan)
+        self.batch = batch or BatchPlan.compile(plan, profile)
         self.queries: tuple[str, ...] = tuple(self.batch.query_names)
         index = {node_id: i for i, node_id in enumerate(self.batch.node_ids)}
         self.weights = np.array([qos.get(q, QueryQoS()).weight for q in self.queries], dtype=float)

@@ -48,14 +48,14 @@ def assert_close(actual, expected, what: str, rtol: float = RTOL) -> None:
         raise AssertionError(f"{what}: {bad.size} mismatch(es): {shown}")
 
 
-def assert_matches_scalar(plan, result) -> None:
+def assert_matches_scalar(plan, result, profile: str = "paper") -> None:
     """BatchResult (1-D) equals estimate(plan) per node, per query and in total.
 
     Node arrays are in ``BatchPlan.node_ids`` order (level by level), which depends on the
     plan's structure only, so a plan with other values has the same order.
     """
     batch_ids = BatchPlan.compile(plan).node_ids
-    ref = estimate(plan)
+    ref = estimate(plan, profile)
     nodes = [ref.nodes[i] for i in batch_ids]
     assert_close(result.d, [n.out.d for n in nodes], "d")
     assert_close(result.l, [n.out.l for n in nodes], "l")
@@ -221,6 +221,35 @@ def test_batch_matches_scalar_on_random_plans(doc):
     plan = parse_plan(doc)
     result = BatchPlan.compile(plan).evaluate()
     assert_matches_scalar(plan, result)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan_documents(), st.floats(0, 50), st.floats(0, 20))
+def test_batch_matches_scalar_with_the_spark_profile(doc, delay, trigger):
+    doc = {**doc, "constants": {**doc.get("constants", {}), "watermark_delay": delay, "trigger_interval": trigger}}
+    plan = parse_plan(doc)
+    assert_matches_scalar(plan, BatchPlan.compile(plan, "spark").evaluate(), "spark")
+
+
+def test_the_spark_profile_keeps_a_window_for_its_size_plus_delay_trigger_and_lag():
+    # 10 elements a second (d = 0.1 s), window 30 s, watermark delay 2 s, trigger 5 s: Spark keeps each
+    # element 30 + 2 + 5 + 0.1 s; the window's output validity is that plus the paper's one time unit.
+    doc = {"streams": {"a": {"d": 0.1, "g": 0.1, "size": 10}},
+           "constants": {"watermark_delay": 2, "trigger_interval": 5},
+           "queries": {"j": {"op": "join", "id": "j", "sel": 0.5, "inputs": [
+               {"op": "window", "id": "wa", "w": 30, "inputs": [{"op": "source", "stream": "a"}]},
+               {"op": "window", "id": "wb", "w": 30, "inputs": [{"op": "source", "stream": "a"}]}]}}}
+    plan = parse_plan(doc)
+    paper, spark = estimate(plan, "paper"), estimate(plan, "spark")
+    assert paper.nodes["wa"].out.l == pytest.approx(31.0)
+    assert spark.nodes["wa"].out.l == pytest.approx(38.1)
+    # Join state grows with the validity of what it holds: 38.1 / 31 as many elements per side.
+    ratio = spark.nodes["j"].memory / paper.nodes["j"].memory
+    assert ratio == pytest.approx(38.1 / 31.0, rel=0.02)
+    batch = BatchPlan.compile(plan, "spark").evaluate()
+    assert batch.total_memory == pytest.approx(spark.total.memory)
+    with pytest.raises(LookupError, match="unknown engine profile 'flink'; available: paper, spark"):
+        BatchPlan.compile(plan, "flink")
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -144,9 +144,9 @@ def test_shared_node_is_evaluated_once(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     original = evaluate_module.evaluate_node
 
-    def counting(node, inputs, plan):  # type: ignore[no-untyped-def]
+    def counting(node, inputs, plan, profile):  # type: ignore[no-untyped-def]
         calls.append(node.id)
-        return original(node, inputs, plan)
+        return original(node, inputs, plan, profile)
 
     monkeypatch.setattr(evaluate_module, "evaluate_node", counting)
     estimate(parse_plan(copy.deepcopy(SHARED)))
