@@ -91,7 +91,7 @@ def test_a_sql_sink_password_is_a_secret(tmp_path):
 @pytest.mark.parametrize("example, burst_fits", [(EXAMPLE, (False, False)), (SPARK_EXAMPLE, (False, True))], ids=["simulated", "spark"])
 def test_the_example_burst_forces_the_policy_to_cut_settings(example, burst_fits):
     config = load_config(example, environ={})
-    problem = Problem(config.plan, config.qos)
+    problem = Problem(config.plan, config.qos, profile=config.model.profile)
     names = problem.batch.stream_names
     plan_d = np.array([config.plan.streams[s].d for s in names])
     clicks = config.source.streams["clicks"]
