@@ -52,13 +52,14 @@ class MigrationError(ValueError):
     """An impossible migration request or state transition; the message says what is allowed."""
 
 
-def split_time(latest_start: Mapping[str, float], window: float, epsilon: float = CHRONON) -> float:
+def split_time(latest_start: Mapping[str, float], window: float, epsilon: float = CHRONON, unit: float = 1.0) -> float:
     """T_split of Algorithm 1: the largest start timestamp seen on any input, plus the window, plus 1 + ε.
 
     ``latest_start`` holds, per input, the latest start (event) timestamp the old
     plan has seen; ``window`` is the largest window of the old plan (the global
     window constraint). The "+ 1" is one time unit of the plan's interval
-    semantics (validity [t, t + w)); with a continuous time domain it only adds slack.
+    semantics (validity [t, t + w)), ``unit`` in the times' own unit (e.g. the
+    model's time unit in seconds when the times are seconds).
     """
     if not latest_start:
         raise MigrationError("split time needs the latest start timestamp of at least one input")
@@ -66,7 +67,9 @@ def split_time(latest_start: Mapping[str, float], window: float, epsilon: float 
         raise MigrationError(f"window must be ≥ 0, got {window!r}")
     if not epsilon > 0:
         raise MigrationError(f"ε must be > 0, got {epsilon!r}")
-    return max(latest_start.values()) + window + 1 + epsilon
+    if not unit > 0:
+        raise MigrationError(f"unit must be > 0, got {unit!r}")
+    return max(latest_start.values()) + window + unit + epsilon
 
 
 def shortened_split_time(latest_end: float, epsilon: float = CHRONON) -> float:

@@ -31,7 +31,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from armd.daemon.ports import EventRecord, QuerySettings
 
-from .sinks import BatchSink, BatchWriter
+from .sinks import BatchSink, BatchWriter, Keep
 
 Builder = Callable[[SparkSession, "QueryParams"], DataFrame]
 OUTPUT_MODES = ("append", "update", "complete")
@@ -171,6 +171,16 @@ class ManagedQuery:
         return spark_query_name(self.name, self.params.version)
 
 
+@dataclass
+class Run:
+    """One run of a managed query that is no longer its current one (see ``QueryManager.hand_over``)."""
+
+    query: StreamingQuery
+    writer: BatchWriter
+    checkpoint: Path
+    params: QueryParams
+
+
 class QueryManager:
     """Starts, stops and restarts managed queries; every run on its own checkpoint under ``checkpoint_root``."""
 
@@ -205,8 +215,11 @@ class QueryManager:
         with self._lock:
             return sorted(self._queries)
 
-    def start(self, name: str, params: QueryParams | None = None) -> StreamingQuery:
-        """Build the query with ``params`` (default: its current ones) and start it on a fresh checkpoint."""
+    def start(self, name: str, params: QueryParams | None = None, keep: Keep | None = None) -> StreamingQuery:
+        """Build the query with ``params`` (default: its current ones) and start it on a fresh checkpoint.
+
+        ``keep`` filters every batch before the sink from the first one on (see ``BatchWriter``).
+        """
         with self._lock:
             managed = self.get(name)
             if managed.running:
@@ -218,7 +231,7 @@ class QueryManager:
             if not getattr(df, "isStreaming", False):
                 raise TypeError(f"builder {spec.builder!r} of query {name!r} must return a streaming DataFrame")
             checkpoint = self.checkpoint_root / name / f"v{managed.params.version:04d}-{uuid.uuid4().hex[:8]}"
-            writer = spec.sink.writer(name, managed.params.version)
+            writer = spec.sink.writer(name, managed.params.version, keep)
             stream = (
                 df.writeStream.queryName(managed.spark_name)
                 .option("checkpointLocation", str(checkpoint))
@@ -245,15 +258,34 @@ class QueryManager:
             managed = self.get(name)
             query = managed.query
             if query is not None:
-                running = _last_batch(query)
-                deadline = time.monotonic() + grace_seconds
-                while (query.isActive and query.status.get("isTriggerActive") and _last_batch(query) == running
-                       and time.monotonic() < deadline):
-                    time.sleep(0.05)
-                query.stop()
+                stop_between_batches(query, grace_seconds)
                 managed.query = None
             if managed.checkpoint is not None and not self.keep_checkpoints:
                 shutil.rmtree(managed.checkpoint, ignore_errors=True)
+
+    def hand_over(self, name: str) -> "Run":
+        """Detach the current run from the managed query (it keeps running) so that a new run can start beside it."""
+        with self._lock:
+            managed = self.get(name)
+            if not managed.running:
+                raise RuntimeError(f"query {name!r} has no running run to hand over")
+            run = Run(managed.query, managed.writer, managed.checkpoint, managed.params)  # type: ignore[arg-type]
+            managed.query = None
+            managed.checkpoint = None
+            return run
+
+    def take_back(self, name: str, run: "Run") -> None:
+        """Make a handed-over run the current one again (when its successor could not start)."""
+        with self._lock:
+            managed = self.get(name)
+            managed.query, managed.writer, managed.checkpoint, managed.params = run.query, run.writer, run.checkpoint, run.params
+
+    def end_run(self, run: "Run", grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+        """Stop a handed-over run between batches and drop its checkpoint (unless ``keep_checkpoints``)."""
+        if run.query.isActive:
+            stop_between_batches(run.query, grace_seconds)
+        if not self.keep_checkpoints:
+            shutil.rmtree(run.checkpoint, ignore_errors=True)
 
     def restart(self, name: str, params: QueryParams) -> StreamingQuery:
         """Stop, then start with ``params`` as the next plan version on a fresh checkpoint (state is lost)."""
@@ -266,6 +298,15 @@ class QueryManager:
         with self._lock:
             for name in list(self._queries):
                 self.stop(name)
+
+
+def stop_between_batches(query: StreamingQuery, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+    """Stop ``query`` once no batch runs or the running one has finished (waiting at most ``grace_seconds``)."""
+    running = _last_batch(query)
+    deadline = time.monotonic() + grace_seconds
+    while query.isActive and query.status.get("isTriggerActive") and _last_batch(query) == running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
 
 
 def _last_batch(query: StreamingQuery) -> int | None:

@@ -1,0 +1,239 @@
+"""GenMig on Spark: a plan change without a lost, duplicated or wrong result (paper 000, docs/genmig.md).
+
+Spark cannot restart a stateful query with another plan on its checkpoint,
+and a restart on a fresh checkpoint loses every window open across it
+(``NaiveRestartApplier``). ``GenMigApplier`` instead runs the new plan
+beside the old one and splits the results at T_split:
+
+1. planned → running: the old run's position p (event time of the end offset
+   of its latest batch, per source) is where the new run starts reading; the
+   ``armd-synthetic`` source's offsets are event time and its rows are the
+   same whoever reads them. T_split = max p + the larger window of the two
+   plans + 1 unit + ε (``migrations.genmig.split_time``): every result of the
+   new plan with its reference point at or after T_split is complete. The old
+   run's sink filter (``BatchWriter.keep``) is set to keep only results
+   before T_split — live, the old run is never restarted — and the new run
+   starts with the filter that keeps only results from T_split on. Both
+   write to the query's one sink (each under its plan version).
+2. running → draining: every source of the new run has read past T_split.
+3. draining → done: the old run's watermark has passed T_split, so it has
+   emitted everything before T_split; it is stopped between two batches.
+
+A result's *reference point* is the instant it describes, given per query as
+a Spark SQL expression over the result's columns in ``params.extra
+["reference_point"]`` (default ``window.end``, the end of a window
+aggregate's window; a join result's start is the later of its inputs'
+timestamps, e.g. ``greatest(lt, rt)``). Event times are seconds since the
+epoch. Each transition is passed to ``on_transition`` (the daemon persists it),
+and ``resume`` continues a stored migration after a restart of the daemon.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any, Callable, Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from armd.daemon.ports import EventRecord, QuerySettings
+from armd.migrations.genmig import (
+    CHRONON,
+    DONE,
+    DRAINING,
+    FAILED,
+    RUNNING,
+    Migration,
+    old_plan_done,
+    passed_split,
+    split_time,
+    transient_cost,
+)
+
+from .listener import ProgressListener, ProgressRecord
+from .managed import QueryManager, QueryParams, Run
+from .source import SourceOptions, offset_seconds, offset_stream
+
+DEFAULT_REFERENCE_POINT = "window.end"
+
+
+def reference_filter(expression: str, t_split: float, side: str) -> Callable[[DataFrame], DataFrame]:
+    """The ``keep`` hook of one side: results before T_split (``old``) or from it on (``new``)."""
+    split = F.timestamp_seconds(F.lit(t_split))
+    point = F.expr(expression)
+
+    def keep(df: DataFrame) -> DataFrame:
+        return df.filter(point < split) if side == "old" else df.filter(point >= split)
+
+    return keep
+
+
+def _window_seconds(params: QueryParams) -> float:
+    return max([float(v) for v in params.windows.values()] or [0.0])
+
+
+class GenMigApplier:
+    """Applies new settings by GenMig: old and new run side by side, results split at T_split."""
+
+    name = "genmig"
+    strategy = "genmig"
+
+    def __init__(
+        self,
+        manager: QueryManager,
+        listener: ProgressListener,
+        time_unit_seconds: float,
+        *,
+        on_transition: Callable[[Migration], None] | None = None,
+        on_event: Callable[[EventRecord], None] | None = None,
+        log: Any = None,
+        epsilon: float = CHRONON,
+    ) -> None:
+        if not time_unit_seconds > 0:
+            raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
+        self.manager, self.listener = manager, listener
+        self.time_unit_seconds = float(time_unit_seconds)
+        self.on_transition, self.on_event = on_transition, on_event
+        self.epsilon = epsilon
+        if log is None:
+            import structlog
+
+            log = structlog.get_logger("armd.spark")
+        self.log = log
+        self.migrations: dict[str, Migration] = {}
+        self._old: dict[str, Run] = {}
+        self._lock = threading.RLock()
+
+    # --- the Applier port ---
+
+    def apply(self, query: str, old: QuerySettings | None, new: QuerySettings) -> str:
+        """Start a migration of ``query`` to ``new`` (or start the query when it does not run yet); returns at once."""
+        with self._lock:
+            managed = self.manager.get(query)
+            params = managed.params.with_settings(new, self.time_unit_seconds)
+            if query in self.migrations:
+                raise RuntimeError(f"query {query!r} is still migrating (state {self.migrations[query].state}); "
+                                   "a new change waits until it is done")
+            if not managed.running:
+                self.manager.start(query, replace(params, version=params.version + (1 if managed.runs else 0)))
+                self.log.info("query_started", query=query, plan_version=managed.params.version)
+            elif params != managed.params:
+                self._begin(query, replace(params, version=params.version + 1))
+            return self.strategy
+
+    def migrating(self) -> tuple[str, ...]:
+        """Queries whose migration runs; advances them first (the daemon calls this every apply step)."""
+        self.step()
+        with self._lock:
+            return tuple(self.migrations)
+
+    def transient_memory(self, query: str, old: QuerySettings, new: QuerySettings, new_memory: float) -> float:
+        """Extra state while both plans run: the new plan's, filling over the migration (``transient_cost``)."""
+        managed = self.manager.get(query)
+        window = max(_window_seconds(managed.params), max(new.windows.values(), default=0.0) * self.time_unit_seconds)
+        delay = float(managed.params.extra.get("delay_seconds", 0.0))
+        trigger = float(managed.params.extra.get("trigger_seconds", 0.0))
+        # From the start to T_split is one window (the larger one), then the old plan drains.
+        return transient_cost(window, 0.0, delay, trigger, 0.0, new_memory, window).extra_memory
+
+    # --- the procedure ---
+
+    def _begin(self, query: str, params: QueryParams) -> None:
+        managed = self.manager.get(query)
+        latest = self._latest(managed.query)
+        if latest is None:
+            raise RuntimeError(f"query {query!r} has not completed a batch yet; GenMig needs its position")
+        origins = self._origins(managed.params)
+        positions = {stream: origins[stream] + seconds for stream, seconds in self._positions(latest).items()}
+        if not positions or set(positions) != set(origins):
+            raise RuntimeError(f"query {query!r}: GenMig needs the event-time offsets of every source "
+                               f"(armd-synthetic); found {sorted(positions)} of {sorted(origins)}")
+        window = max(_window_seconds(managed.params), _window_seconds(params))
+        t_split = split_time(positions, window, self.epsilon, unit=self.time_unit_seconds)
+        reference = str(managed.params.extra.get("reference_point", DEFAULT_REFERENCE_POINT))
+        migration = Migration(query, self.strategy, managed.params.as_json(), params.as_json(),
+                              facts={"positions": positions, "reference_point": reference,
+                                     "old_run": str(managed.query.runId) if managed.query else None})
+        old_run = self.manager.hand_over(query)
+        old_run.writer.keep = reference_filter(reference, t_split, "old")
+        starting = {stream: positions[stream] - origins[stream] for stream in positions}
+        sources = {stream: {**options, "starting_seconds": repr(starting[stream])}
+                   for stream, options in (params.extra.get("sources") or {}).items()}
+        new_params = replace(params, extra={**params.extra, "sources": sources})
+        try:
+            new_query = self.manager.start(query, new_params, keep=reference_filter(reference, t_split, "new"))
+        except Exception:
+            old_run.writer.keep = None  # roll back: the old run answers alone again
+            self.manager.take_back(query, old_run)
+            raise
+        self._old[query] = old_run
+        started = max(positions.values())
+        migration = migration.to(RUNNING, started, "new plan started beside the old one", t_split=t_split, started=started,
+                                 facts={**migration.facts, "new_run": str(new_query.runId)})
+        self._record(migration)
+
+    def step(self) -> None:
+        """Advance every running migration by what the queries' progress shows now."""
+        with self._lock:
+            for query in list(self.migrations):
+                migration = self.migrations[query]
+                try:
+                    self._advance(query, migration)
+                except Exception as exc:  # noqa: BLE001 - one migration's failure must not stop the others
+                    self._record(migration.to(FAILED, migration.started or 0.0, f"{type(exc).__name__}: {exc}"))
+
+    def _advance(self, query: str, migration: Migration) -> None:
+        old, managed = self._old[query], self.manager.get(query)
+        if migration.state == RUNNING:
+            latest = self._latest(managed.query)
+            if latest is not None:
+                origins = self._origins(managed.params)
+                positions = {s: origins[s] + v for s, v in self._positions(latest).items()}
+                if passed_split(positions, migration.t_split, list(origins)):
+                    migration = migration.to(DRAINING, max(positions.values()), "the new plan has read past T_split")
+                    self._record(migration)
+        if migration.state == DRAINING:
+            latest = self._latest(old.query)
+            watermark = latest.watermark.timestamp() if latest is not None and latest.watermark is not None else None
+            if old_plan_done(watermark, migration.t_split) or not old.query.isActive:
+                self.manager.end_run(old)
+                del self._old[query]
+                self._record(migration.to(DONE, watermark or migration.t_split, "old plan stopped after its watermark passed T_split"))
+
+    def _record(self, migration: Migration) -> None:
+        if migration.final:
+            self.migrations.pop(migration.query, None)
+        else:
+            self.migrations[migration.query] = migration
+        self.log.info("genmig_" + migration.state, query=migration.query, t_split=migration.t_split, migration=self.strategy)
+        if self.on_transition is not None:
+            self.on_transition(migration)
+
+    # --- positions ---
+
+    def _latest(self, query: Any) -> ProgressRecord | None:
+        if query is None:
+            return None
+        run_id = str(query.runId)
+        records = [r for r in self.listener.records() if r.run_id == run_id and r.batch_id >= 0]
+        return records[-1] if records else None
+
+    @staticmethod
+    def _positions(record: ProgressRecord) -> dict[str, float]:
+        """Event seconds (after the source's origin) up to which each armd-synthetic source of the run has read."""
+        out = {}
+        for source in record.sources:
+            stream, seconds = offset_stream(source.end_offset), offset_seconds(source.end_offset)
+            if stream is not None and seconds is not None:
+                out[stream] = seconds
+        return out
+
+    @staticmethod
+    def _origins(params: QueryParams) -> Mapping[str, float]:
+        """Epoch seconds of each source's origin (its ``start`` option)."""
+        origins = {}
+        for stream, options in (params.extra.get("sources") or {}).items():
+            parsed = SourceOptions.parse({"stream": stream, **{k: str(v) for k, v in options.items()}})
+            origins[stream] = parsed.start
+        return origins
