@@ -95,3 +95,29 @@ def range_join(spark: SparkSession, params: QueryParams) -> DataFrame:
     if params.extra.get("keys_only", True):
         condition = condition & (F.col("lk") == F.col("rk"))
     return observed_join(left, right, params.node("j"), condition, validity_seconds=2 * span)
+
+
+def three_way_join(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """Streams a ⋈ b ⋈ c on equal keys, each pair within R of a's event time (R the size of window node ``w``).
+
+    Joins ``j1`` (a with b) and ``j2`` (that with c), in the order of
+    ``params.join_order`` (default the first three sources). Both joins are
+    stream-stream joins: Spark keeps a's and b's rows in the first one and
+    the first join's results and c's rows in the second, each until the
+    watermark rules out further partners.
+    """
+    names = list(params.join_order or [_first_stream(params, i) for i in range(3)])
+    span = params.window("w", 5.0)
+    delay = _delay(params)
+    sides = []
+    for i, name in enumerate(names):
+        df = synthetic(spark, params, name).withWatermark("event_time", delay)
+        sides.append(df.select(F.col("event_time").alias(f"t{i}"), F.col("key").alias(f"k{i}"), F.col("value").alias(f"v{i}")))
+    within = F.expr(f"INTERVAL {interval(span)}")
+
+    def near(i: int) -> Any:
+        return (F.col(f"k{i}") == F.col("k0")) & (F.col(f"t{i}") >= F.col("t0") - within) & (F.col(f"t{i}") <= F.col("t0") + within)
+
+    # Spark allows one event-time column per stream: the first join's result goes on with a's.
+    first = observed_join(sides[0], sides[1], params.node("j1"), near(1), validity_seconds=2 * span).drop("t1")
+    return observed_join(first, sides[2], params.node("j2"), near(2), validity_seconds=2 * span)

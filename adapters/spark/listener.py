@@ -25,7 +25,9 @@ records. Per observation interval (the records since the previous call):
   operators of its latest progress (state persists between batches).
 * selectivities (``observed.py``): filter out/in; join
   out·T / ((l1 + l2)·left·right) when the validity sum was given; summed
-  over the interval's batches. Group counts (max per batch of the
+  over the interval's batches, leaving out a join's batches from the first
+  l1 + l2 seconds of event time of each run (its state is still filling,
+  so fewer results than in steady state). Group counts (max per batch of the
   approximate distinct keys) are in ``SparkStats.groups``.
 
 A query that terminates with an exception calls the termination hooks
@@ -321,6 +323,7 @@ class SparkStats:
         """armd queries to report (None: every managed query that reported progress)."""
         self._seq = listener.last_seq
         self._last_max: dict[str, datetime] = {}
+        self._run_start: dict[str, datetime] = {}
         self.groups: dict[str, dict[str, int]] = {}
         """armd query → plan node → max distinct keys per batch in the last interval."""
 
@@ -347,12 +350,19 @@ class SparkStats:
                 totals[0] += source.rows
                 totals[1] += seconds
                 span = max(span, seconds)
-            spans[r.query] = spans.get(r.query, 0.0) + span
             if r.event_max is not None:
                 self._last_max[r.run_id] = max(r.event_max, self._last_max.get(r.run_id, r.event_max))
-            for name, metrics in r.observed.items():
-                parsed = parse_observation_name(name)
-                if parsed is None:
+            observed = [(parsed, metrics) for parsed, metrics in
+                        ((parse_observation_name(name), metrics) for name, metrics in r.observed.items()) if parsed is not None]
+            # A join's output rate reaches its steady state only once both sides hold a full validity of
+            # elements: a run's first (l1 + l2) seconds of event time would understate its selectivity.
+            first = self._run_start.setdefault(r.run_id, r.event_min) if r.event_min is not None else None
+            filling = max((p.param for p, _ in observed if p.kind == "join" and p.param is not None), default=0.0)
+            warm = first is None or r.event_min is None or (r.event_min - first).total_seconds() >= filling
+            if warm:
+                spans[r.query] = spans.get(r.query, 0.0) + span
+            for parsed, metrics in observed:
+                if parsed.kind == "join" and not warm:
                     continue
                 key = (parsed.kind, parsed.node, parsed.role)
                 per_query = counts.setdefault(r.query, {})
