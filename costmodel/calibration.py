@@ -138,3 +138,16 @@ def apply_calibration(plan_constants: CostConstants, calibration: Calibration | 
     if not isinstance(calibration, Calibration):
         calibration = Calibration.from_json(json.dumps(calibration))
     return plan_constants.with_overrides({name: getattr(calibration.constants, name) for name in calibration.learned})
+
+
+def calibrated_plan(plan: PlanSet, calibration: Calibration) -> PlanSet:
+    """The plan with the learned CPU constants and, when measured, the bytes per state row as every
+    stream's element size and the aggregate size (the engine's bytes per row replace the declared sizes)."""
+    constants = apply_calibration(plan.constants, calibration)
+    streams = plan.streams
+    if calibration.bytes_per_row:
+        per_row = float(calibration.bytes_per_row)
+        constants = constants.with_overrides({"aggregate_size": per_row})
+        streams = {name: replace(spec, size=per_row) for name, spec in plan.streams.items()}
+    return replace(plan, constants=constants, streams=streams)
+

@@ -17,16 +17,19 @@ import signal
 import sys
 import tomllib
 from contextlib import closing
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
 from armd.adapters.store import SchemaOutdated, SqlStore, StoreError
+from armd.costmodel.calibration import CalibrationError, CpuSample, calibrate, cpu_terms
 from armd.costmodel.evaluate import PROFILES, Estimate, estimate
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan
 
 from . import logs, render
 from .config import Config, ConfigError, load_config
+from .ports import QuerySettings
 from .service import Service, StartError, open_store
 
 EXIT_USAGE = 2
@@ -91,6 +94,14 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--since", type=_duration, default=None, help="only the last DURATION (e.g. 90s, 30m, 1h, 2d)")
     report.add_argument("--json", action="store_true", help="print the written files as JSON")
     report.set_defaults(handler=_report)
+
+    cal = commands.add_parser("calibrate", help="fit CPU constants and bytes per state row to the Spark batches in the store")
+    _config_option(cal)
+    cal.add_argument("--out", type=Path, default=None,
+                     help="calibration file to write (default: calibration.json in the configuration's folder)")
+    cal.add_argument("--since", type=_duration, default=None, help="only the last DURATION of batches (e.g. 1h)")
+    cal.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    cal.set_defaults(handler=_calibrate)
 
     db = commands.add_parser("db", help="metadata store schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
@@ -254,6 +265,61 @@ def _report(args: argparse.Namespace) -> int:
     files = [str(args.out / name) for name in drawn]
     print(json.dumps({"files": files}) if args.json else "\n".join(files))
     return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """Fit the cost model to what Spark measured (docs/spark-mapping.md) and write it for ``[model] calibration``."""
+    config = load(args.config)
+    since = datetime.now(timezone.utc) - args.since if args.since else None
+    with closing(_open_store(config)) as store:
+        data, settings = store.calibration_data(since), store.current_settings()
+    plan = _plan_in_force(config.plan, data["stream_d"], settings)
+    terms = cpu_terms(plan, config.model.profile)
+    unit = config.model.time_unit_seconds
+    samples, state, previous = [], [], {}
+    for b in data["batches"]:
+        before, previous[b["run_id"]] = previous.get(b["run_id"]), b["event_max"]
+        if b["state_rows"]:
+            state.append((float(b["state_bytes"]), float(b["state_rows"])))
+        if b["query"] in terms and before is not None and b["event_max"] is not None and b["event_max"] > before:
+            span = (b["event_max"] - before).total_seconds() / unit
+            samples.append(CpuSample(terms[b["query"]], span, b["batch_ms"] / 1000.0))
+    if not samples:
+        raise UserError(f"nothing to calibrate: the store at {config.redact(config.store.url)} holds no two consecutive "
+                        "batches of a managed query; run armd on Spark (source.kind = \"spark\") first")
+    try:
+        result = calibrate(samples, state, plan.constants)
+    except CalibrationError as exc:
+        raise UserError(f"cannot calibrate: {exc}") from None
+    out = args.out or args.config.parent / "calibration.json"
+    try:
+        out.write_text(result.to_json() + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+    if args.json:
+        print(json.dumps({"file": str(out), **json.loads(result.to_json())}))
+    else:
+        learned = ", ".join(f"{n}={getattr(result.constants, n):.3g}" for n in result.learned)
+        print(f"{out}: {result.samples} batches; bytes per state row {result.bytes_per_row or 'not measured'}; "
+              f"CPU constants (seconds per operation) {learned}; rms error {result.residual_seconds:.3g} s per batch\n"
+              f"use it with [model] calibration = \"{out.name}\" (CPU bounds are then seconds of work per time unit)")
+    return 0
+
+
+def _plan_in_force(plan: PlanSet, stream_d: dict[str, float], settings: dict[str, QuerySettings]) -> PlanSet:
+    """The plan at the measured rates and the settings in force (window sizes by node, granularity per query)."""
+    streams = {name: replace(spec, d=stream_d.get(name, spec.d)) for name, spec in plan.streams.items()}
+    nodes = dict(plan.nodes)
+    for query, s in settings.items():
+        if query not in plan.queries:
+            continue
+        for node_id in plan.query_nodes(query):
+            node = nodes[node_id]
+            if node.op == "window" and node_id in s.windows:
+                nodes[node_id] = replace(node, w=float(s.windows[node_id]))
+            elif node.op == "granularity" and s.granularity is not None:
+                nodes[node_id] = replace(node, g=float(s.granularity))
+    return replace(plan, streams=streams, nodes=nodes)
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
+from armd.costmodel.calibration import Calibration, CalibrationError, calibrated_plan
 from armd.costmodel.evaluate import PROFILES
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan
 from armd.policies.guardrails import Guardrails
@@ -84,6 +85,9 @@ class ModelConfig:
     """The plan's time unit in seconds: d, windows and granularities are in this unit."""
     profile: str = "paper"
     """Engine profile of the cost model (one of ``armd.costmodel.evaluate.PROFILES``)."""
+    calibration: str | None = None
+    """A file written by ``armd calibrate`` (relative to the configuration's folder): its learned CPU constants
+    and bytes per state row replace the plan's."""
 
 
 @dataclass(frozen=True)
@@ -573,8 +577,10 @@ class _Loader:
         self.file, self.substituted = file, substituted
 
     def config(self, top: _Table) -> Config:
-        model = self.model(top.table("model", ("time_unit_seconds", "profile")))
+        model = self.model(top.table("model", ("time_unit_seconds", "profile", "calibration")))
         plan_doc, plan = self.plan(top)
+        if model.calibration is not None:
+            plan = self.calibrated(top, plan, model.calibration)
         store = self.store(top.table("store", ("url", "retention_days", "connect_retries", "connect_backoff_seconds")))
         alerts = tuple(self.alert(i, raw) for i, raw in enumerate(top.tables("alerts")))
         source = self.source(top.table("source", ("kind", "seed", "streams")), plan, model)
@@ -628,7 +634,21 @@ class _Loader:
         )
 
     def model(self, t: _Table) -> ModelConfig:
-        return ModelConfig(t.number("time_unit_seconds", 0.001, POSITIVE), t.string("profile", "paper", PROFILES))
+        calibration = t.string("calibration") if "calibration" in t.raw else None
+        return ModelConfig(t.number("time_unit_seconds", 0.001, POSITIVE), t.string("profile", "paper", PROFILES), calibration)
+
+    def calibrated(self, top: _Table, plan: PlanSet, name: str) -> PlanSet:
+        path = self.file.parent / name
+        where = top.table("model", ("time_unit_seconds", "profile", "calibration"))
+        try:
+            calibration = Calibration.from_json(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise where.error(("calibration",), f"cannot read calibration file {str(path)!r}: {reason}; "
+                                               "write one with armd calibrate (relative to the configuration's folder)") from None
+        except CalibrationError as exc:
+            raise where.error(("calibration",), f"{name!r}: {exc}; write it again with armd calibrate") from None
+        return calibrated_plan(plan, calibration)
 
     def spark(self, t: _Table) -> SparkConfig:
         conf: dict[str, str] = {}

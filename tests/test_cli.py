@@ -198,3 +198,44 @@ def test_every_config_mistake_is_exit_2_naming_the_key(tmp_path, capsys, monkeyp
 def test_check_config_accepts_the_example(capsys):
     code, out, _ = run_cli("check-config", str(Path(__file__).resolve().parents[1] / "config" / "armd.toml"), capsys=capsys)
     assert code == 0 and "ok — 3 queries" in out
+
+
+def test_calibrate_fits_the_recorded_batches_and_the_configuration_reuses_the_result(tmp_path, capsys):
+    from datetime import datetime, timedelta, timezone
+
+    from armd.adapters.store import SqlStore
+    from armd.daemon.config import load_config
+    from armd.daemon.ports import BatchProgress, Observation, StreamStats
+
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    shutil.copy(ROOT / "config" / "plans" / "example.json", plans / "example.json")
+    text = (ROOT / "config" / "armd-simulated.toml").read_text().replace("sqlite:///armd.db", f"sqlite:///{tmp_path / 'armd.db'}")
+    config = tmp_path / "armd.toml"
+    config.write_text(text)
+    code, _, _ = run_cli("calibrate", "--config", str(config), capsys=capsys)  # no store yet
+    assert code == 2
+    store = SqlStore.open(f"sqlite:///{tmp_path / 'armd.db'}")
+    store.upgrade()
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    code, _, err = run_cli("calibrate", "--config", str(config), capsys=capsys)
+    assert code == 2 and "holds no two consecutive batches" in err
+    batches = [
+        BatchProgress(query, f"run-{query}", i, t0 + timedelta(seconds=i), input_rows=50, batch_ms=ms,
+                      event_max=t0 + timedelta(seconds=i), state_rows=rows, state_bytes=rows * 300)
+        for query, ms, rows in (("clicks_per_second", 40, 10), ("big_orders", 25, 4))
+        for i in range(6)
+    ]
+    store.record_observation(Observation(t0, [StreamStats("clicks", 100, 2.0, 50.0, 20.0), StreamStats("orders", 40, 2.0, 20.0, 50.0)],
+                                         batches=batches))
+    store.close()
+    code, out, _ = run_cli("calibrate", "--config", str(config), "--json", capsys=capsys)
+    assert code == 0
+    result = json.loads(out)
+    assert result["file"] == str(tmp_path / "calibration.json") and result["samples"] == 10  # 5 spans per run
+    assert result["bytes_per_row"] == pytest.approx(300.0) and result["learned"]
+    assert json.loads((tmp_path / "calibration.json").read_text())["samples"] == 10
+    config.write_text(text.replace('profile = "paper"', 'profile = "paper"\ncalibration = "calibration.json"'))
+    calibrated = load_config(config)
+    assert [spec.size for spec in calibrated.plan.streams.values()] == pytest.approx([300.0] * 3)
+    assert calibrated.plan.constants.aggregate_size == pytest.approx(300.0)
