@@ -9,7 +9,8 @@ the GenMig run); both migrated runs are counted against it.
 
 Times are event time (seconds of the stream), which the simulated source
 makes independent of the machine's speed: the migration lasts from the
-position the new run starts at to the old run's last batch; an output gap
+position the new run starts at to the end of the old run's first batch
+whose watermark has passed T_split (its last result is then out); an output gap
 is the distance between consecutive distinct reference points (window
 ends) the sink received, during the migration (from T_split − window to
 T_split + window) and in steady operation before it. The extra state is
@@ -36,6 +37,8 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from typing import Any
+
+import structlog
 
 from armd.adapters.spark.genmig import GenMigApplier
 from armd.adapters.spark.listener import ProgressListener
@@ -78,10 +81,14 @@ def settings(window: float, slide: float) -> QuerySettings:
     return QuerySettings(fw=0.0, fg=0.0, windows={"w": window}, granularity=slide, qos=0.0)
 
 
+ALIGN = 4
+"""Every slide divides this: windows (aligned to the epoch) then fall on the same offsets from an origin on a
+multiple of it in every run, and runs compare by (window start, end − origin, key)."""
+
+
 def origin() -> float:
-    """A stream origin a few seconds ahead, on an even second, so windows (aligned to the epoch) fall on the
-    same offsets from the origin in every run; runs compare by (window start, end − origin, key)."""
-    return 2 * math.ceil((time.time() + 3) / 2)
+    """A stream origin a few seconds ahead, on a multiple of ``ALIGN`` seconds."""
+    return ALIGN * math.ceil((time.time() + 3) / ALIGN)
 
 
 def sources(start: float) -> dict[str, dict[str, Any]]:
@@ -183,7 +190,11 @@ def measure_scenario(spark: Any, listener: ProgressListener, scenario: Scenario,
         ends = [k[1] for k in run["rows"]]
         steady = [e for e in ends if e < began]
         during = [e for e in ends if split - window <= e <= split + window]
-        old_last = max((r.event_max.timestamp() - start for r in run["old"] if r.event_max), default=began)
+        # The migration is over when the old run has given its last result: the first batch whose watermark has
+        # passed T_split (the batches it still runs until the applier stops it only write nothing).
+        passed = [r.event_max.timestamp() - start for r in run["old"]
+                  if r.event_max and r.watermark and r.watermark.timestamp() - start >= split]
+        old_last = min(passed, default=max((r.event_max.timestamp() - start for r in run["old"] if r.event_max), default=began))
         new_state = [r.state_bytes for r in run["new"] if r.event_max and r.event_max.timestamp() - start <= old_last]
         old_rows = [(r.state_bytes, r.state_rows) for r in run["old"] if r.state_rows]
         per_row = sum(x for x, _ in old_rows) / sum(n for _, n in old_rows) if old_rows else math.nan
@@ -238,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     args = parser.parse_args(argv)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is the JSON's
     result = run()
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))
     return 0

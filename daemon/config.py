@@ -37,7 +37,7 @@ from armd.policies.triggers import RateTracker
 
 SOURCE_KINDS = ("synthetic", "spark")
 STATE_STORES = ("hdfs", "rocksdb")
-MIGRATIONS = ("naive-restart",)
+MIGRATIONS = ("naive-restart", "genmig")
 """How the Spark adapter puts new settings into force (``[spark] migration``)."""
 SINK_KINDS = ("parquet", "sql", "memory")
 OUTPUT_MODES = ("append", "update", "complete")

@@ -101,6 +101,8 @@ class Controller:
         self.changed_at: dict[str, float] = {}
         self.status: dict[str, str] = {}
         self.pending: PendingChanges | None = None
+        self._open_migrations: dict[str, tuple[dict[str, int], dict[str, Any], dict[str, Any]]] = {}
+        """Migrations the applier still runs (live ones finish after ``apply``): the row's id holder, its details, a summary."""
         self.last_decision_at: float | None = None
         self.policy_state: Any = None
         self._queries_changed = True
@@ -527,6 +529,8 @@ class Controller:
 
     def apply(self) -> None:
         pending, self.pending = self.pending, None
+        if self._open_migrations:
+            self._migrating()  # lets a live-migrating applier advance (and report) its migrations
         if pending is None:
             return
         if not pending.changes and pending.later:
@@ -537,8 +541,12 @@ class Controller:
         at = self.clock()
         now = self._units(at)
         retry: dict[str, tuple[QuerySettings | None, QuerySettings]] = {}
+        waiting = dict(pending.later)
         for query, (old, new) in pending.changes.items():
             if query not in self.admitted:
+                continue
+            if query in self._open_migrations:  # its last change is still migrating: this one follows when it is done
+                waiting[query] = (self.running.get(query), new)
                 continue
             migration: dict[str, int] = {}
             details = {"old": old.as_json() if old else None, "new": new.as_json(), "decision_id": pending.decision_id}
@@ -549,9 +557,11 @@ class Controller:
             self._event("migration_started", "info", f"migration of {query!r} started ({self.applier.name})", query,
                         summary, migration=migration.get("id"))
             self.metrics.migration("started")
+            self._open_migrations[query] = (migration, details, summary)
             try:
                 strategy = self.applier.apply(query, old, new)
             except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
+                self._open_migrations.pop(query, None)
                 error = self.config.redact(str(exc))
                 self._finish_migration(migration, "failed", {**details, "error": error})
                 self.metrics.migration("failed")
@@ -561,10 +571,14 @@ class Controller:
                 self._fail("apply_failed", f"applying settings to {query!r} failed: {exc}", query, exc)
                 retry[query] = (old, new)
                 continue
-            self._finish_migration(migration, "done", {**details, "strategy": strategy})
-            self.metrics.migration("done")
-            self._event("migration_finished", "info", f"migration of {query!r} finished ({strategy})", query,
-                        {**summary, "strategy": strategy}, migration=migration.get("id"))
+            in_progress = getattr(self.applier, "migrating", None)
+            if in_progress is not None and query in in_progress():
+                self.log.info("migration_running", query=query, migration=migration.get("id"), strategy=strategy)
+            elif self._open_migrations.pop(query, None) is not None:
+                self._finish_migration(migration, "done", {**details, "strategy": strategy})
+                self.metrics.migration("done")
+                self._event("migration_finished", "info", f"migration of {query!r} finished ({strategy})", query,
+                            {**summary, "strategy": strategy}, migration=migration.get("id"))
             self.running[query] = new
             self.changed_at[query] = now
             self.metrics.qos(query, new.qos)
@@ -572,8 +586,30 @@ class Controller:
             self.log.info("settings_applied", query=query, migration=migration.get("id"), strategy=strategy,
                           windows=dict(new.windows), granularity=new.granularity, qos=round(new.qos, 6))
             self.counters["applied"] += 1
-        if self.pending is None and (retry or pending.later):
-            self.pending = PendingChanges(pending.decision_id, retry, pending.later)
+        if self.pending is None and (retry or waiting):
+            self.pending = PendingChanges(pending.decision_id, retry, waiting)
+
+    def migration_transition(self, record: Any) -> None:
+        """A live-migrating applier moved a migration (``migrations.genmig.Migration``) to another state."""
+        opened = self._open_migrations.get(record.query)
+        if opened is None:
+            return
+        migration, details, summary = opened
+        at, state = self.clock(), record.state
+        details = {**details, "live": record.as_record()}
+        if not record.final:
+            self._record("migration", lambda: self.store.update_migration(migration["id"], state, at, details=details))
+            self.log.info("migration_" + state, query=record.query, migration=migration.get("id"), t_split=record.t_split)
+            return
+        del self._open_migrations[record.query]
+        done = state == "done"
+        self._finish_migration(migration, "done" if done else "failed", details)
+        self.metrics.migration("done" if done else "failed")
+        note = record.history[-1][2] if record.history else ""
+        self._event("migration_finished" if done else "migration_failed", "info" if done else "error",
+                    f"migration of {record.query!r} {'finished' if done else 'failed'} ({record.strategy}){': ' + note if note else ''}",
+                    record.query, {**summary, "strategy": record.strategy, "t_split": record.t_split},
+                    migration=migration.get("id"))
 
     def _migrating(self) -> bool:
         """Whether the applier still runs migrations it started (appliers that finish within ``apply`` never do)."""

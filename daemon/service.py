@@ -89,7 +89,7 @@ def synthetic_source(config: Config, start: datetime) -> SyntheticSource:
 
 
 def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[[EventRecord], None],
-                  on_failure: Callable[[str, str], None]) -> Any:
+                  on_failure: Callable[[str, str], None], on_transition: Callable[[Any], None]) -> Any:
     """Local Spark with every ``[managed.*]`` query registered (not started: the first decision starts each)."""
     from armd.adapters.spark.managed import ManagedSpec, QueryParams
     from armd.adapters.spark.runtime import SparkRuntime
@@ -117,12 +117,13 @@ def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[
         app_name=spark.app_name, conf=spark.conf, state_store=spark.state_store, queries=list(plan.queries),
         streams={query: managed.streams for query, managed in config.managed.items() if managed.streams},
         on_event=on_event, on_terminated=lambda t: on_failure(t.query or t.spark_name or t.id, t.exception or t.error_class or "unknown error"),
-        log=log,
+        log=log, migration=spark.migration, on_transition=on_transition,
     )
     for query, managed in config.managed.items():
         streams = [plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"]
         extra = {"sources": {stream: options(stream) for stream in dict.fromkeys(streams)},
-                 "delay_seconds": managed.watermark_delay_seconds, "nodes": dict(managed.nodes), **managed.params}
+                 "delay_seconds": managed.watermark_delay_seconds, "trigger_seconds": managed.trigger_seconds,
+                 "nodes": dict(managed.nodes), **managed.params}
         runtime.manager.register(ManagedSpec(query, managed.builder, sink(query), QueryParams(extra=extra), managed.output_mode,
                                              {"processingTime": f"{managed.trigger_seconds:g} seconds"}))
     return runtime
@@ -186,7 +187,8 @@ class Service:
         if config.source.kind == "spark":
             self.log.info("spark_starting", master=config.spark.master, queries=len(config.managed))
             self.spark = spark_runtime(config, start, self.log, lambda e: self.controller and self.controller.report(e),
-                                       lambda q, error: self.controller and self.controller.query_terminated(q, error))
+                                       lambda q, error: self.controller and self.controller.query_terminated(q, error),
+                                       lambda m: self.controller and self.controller.migration_transition(m))
             source, applier = self.spark.stats, self.spark.applier
         else:
             self.source = source = synthetic_source(config, start)

@@ -258,7 +258,7 @@ MISTAKES = [
     ("unknown output mode", SPARK + f"builder = '{COUNT}'\noutput_mode = 'all'", "managed.per_second.output_mode", "append, update"),
     ("unknown state store", "[spark]\nstate_store = 'memory'", "spark.state_store", "one of hdfs, rocksdb"),
     ("unknown source stream", SPARK + f"builder = '{COUNT}'\nstreams = ['views']", "managed.per_second.streams", "plan stream names (clicks)"),
-    ("unknown migration", "[spark]\nmigration = 'magic'", "spark.migration", "one of naive-restart"),
+    ("unknown migration", "[spark]\nmigration = 'magic'", "spark.migration", "one of naive-restart, genmig"),
     (
         "steps not ascending",
         "[source.streams.clicks]\nsteps = [ { at_seconds = 5, rate_per_second = 1 }, { at_seconds = 2, rate_per_second = 1 } ]",

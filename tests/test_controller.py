@@ -315,33 +315,68 @@ def test_measured_selectivities_are_smoothed_and_rebuild_the_model(tmp_path):
     assert len(store.of("decision")) == len(triggers)  # the same measurement again moves nothing
 
 
-class LiveApplier(Applier):
-    """Migrates like GenMig: both plans run for a while, holding the new plan's state on top of the old one."""
+class GenMigLike(Applier):
+    """Reports transitions like GenMigApplier: running at apply, draining and done on later steps."""
 
-    name = "live"
+    name = "genmig"
 
-    def __init__(self, source: SyntheticSource) -> None:
+    def __init__(self, source, controller) -> None:
         super().__init__(source)
-        self.running: dict[str, int] = {}
+        self.controller, self.live = controller, {}
+
+    def apply(self, query, old, new):
+        from armd.migrations.genmig import Migration
+
+        super().apply(query, old, new)
+        if old is not None:
+            self.live[query] = Migration(query, "genmig", {}, {}).to("running", 1.0, "started", t_split=5.0)
+            self.controller.migration_transition(self.live[query])
+        return "genmig"
+
+    def migrating(self):
+        now = self.controller.clock()
+        if getattr(self, "stepped_at", None) == now:  # a migration moves on with time, once per apply step here
+            return tuple(self.live)
+        self.stepped_at = now
+        for query, m in list(self.live.items()):
+            m = self.live[query] = m.to("draining" if m.state == "running" else "done", 2.0, "step")
+            self.controller.migration_transition(m)
+            if m.final:
+                del self.live[query]
+        return tuple(self.live)
+
+
+class LiveApplier(GenMigLike):
+    """GenMig-like, and its migrations hold the new plan's state on top of the old one while they run."""
 
     def transient_memory(self, query, old, new, new_memory):
         return new_memory
 
-    def apply(self, query, old, new):
-        self.running[query] = 2  # apply steps until it has drained
-        return super().apply(query, old, new)
 
-    def migrating(self):
-        for query in list(self.running):
-            self.running[query] -= 1
-            if not self.running[query]:
-                del self.running[query]
-        return tuple(self.running)
+def test_a_live_migration_stays_open_until_the_applier_reports_it_done(tmp_path):
+    controller, store, _, _, clock = make(tmp_path, memory=100_000)
+    controller.applier = GenMigLike(controller.source, controller)
+    cycle(controller, clock)  # first starts: no old plan, finished at once
+    assert [s for _, s in store.of("migration_update")] == ["done"] * 3
+    clock.advance(60)
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(memory=300_000, dry_run="false", plan=PLAN, threshold=0.2))
+    controller.reload(load_config(path))
+    cycle(controller, clock)
+    updates = [s for _, s in store.of("migration_update")][3:]
+    assert "running" in updates and "done" not in updates  # started, not finished within apply
+    assert controller._open_migrations
+    for _ in range(3):
+        cycle(controller, clock)
+    updates = [s for _, s in store.of("migration_update")][3:]
+    assert updates.count("draining") == updates.count("done") >= 1 and not controller._open_migrations
+    finished = [e for e in store.of("event") if e.kind == "migration_finished" and e.details.get("t_split") is not None]
+    assert finished and "step" in finished[0].message
 
 
 def test_live_migrations_whose_extra_state_would_break_the_bound_are_staged(tmp_path):
     controller, store, _, _, clock = make(tmp_path, memory=100_000)
-    applier = controller.applier = LiveApplier(controller.source)
+    applier = controller.applier = LiveApplier(controller.source, controller)
     cycle(controller, clock)
     assert {q for q, _ in applier.applied} == {"clicks_per_view", "clicks_per_second", "big_orders"}  # starts: no old state
     applier.applied.clear()

@@ -2,7 +2,8 @@
 
 ``SparkRuntime.create`` builds the session, attaches the progress listener,
 and makes the query manager, the statistics source (``StatsSource`` port)
-and the naive-restart applier (``Applier`` port) over them, so that the
+and the applier (``Applier`` port: the lossy naive restart, or GenMig
+with ``migration="genmig"``) over them, so that the
 daemon's entry point only has to register its managed queries and hand
 ``runtime.stats`` and ``runtime.applier`` to the controller.
 """
@@ -14,6 +15,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from armd.daemon.ports import EventRecord
+from armd.migrations.genmig import Migration
+
+from .genmig import GenMigApplier
 
 from .listener import ProgressListener, SparkStats, TerminationHook
 from .managed import NaiveRestartApplier, QueryManager
@@ -26,7 +30,7 @@ class SparkRuntime:
     listener: ProgressListener
     manager: QueryManager
     stats: SparkStats
-    applier: NaiveRestartApplier
+    applier: NaiveRestartApplier | GenMigApplier
 
     @classmethod
     def create(
@@ -43,6 +47,8 @@ class SparkRuntime:
         on_event: Callable[[EventRecord], None] | None = None,
         on_terminated: TerminationHook | None = None,
         log: Any = None,
+        migration: str = "naive-restart",
+        on_transition: Callable[[Migration], None] | None = None,
     ) -> "SparkRuntime":
         """Everything the daemon needs; ``[spark]`` of the configuration gives master, app_name and conf."""
         spark = build_session(master, app_name, conf, state_store=state_store)
@@ -51,7 +57,13 @@ class SparkRuntime:
             listener.add_termination_hook(on_terminated)
         manager = QueryManager(spark, checkpoint_root)
         stats = SparkStats(listener, time_unit_seconds, streams=streams, queries=queries)
-        applier = NaiveRestartApplier(manager, time_unit_seconds, on_event=on_event, log=log)
+        applier: NaiveRestartApplier | GenMigApplier
+        if migration == "genmig":
+            applier = GenMigApplier(manager, listener, time_unit_seconds, on_transition=on_transition, on_event=on_event, log=log)
+        elif migration == "naive-restart":
+            applier = NaiveRestartApplier(manager, time_unit_seconds, on_event=on_event, log=log)
+        else:
+            raise ValueError(f"migration must be naive-restart or genmig, got {migration!r}")
         return cls(spark, listener, manager, stats, applier)
 
     def close(self, *, stop_session: bool = False) -> None:
