@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from armd.daemon.ports import EventRecord, QuerySettings
+from armd.daemon.ports import QuerySettings
 from armd.migrations.genmig import (
     CHRONON,
     DONE,
@@ -86,7 +86,6 @@ class GenMigApplier:
         time_unit_seconds: float,
         *,
         on_transition: Callable[[Migration], None] | None = None,
-        on_event: Callable[[EventRecord], None] | None = None,
         log: Any = None,
         epsilon: float = CHRONON,
     ) -> None:
@@ -94,7 +93,7 @@ class GenMigApplier:
             raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
         self.manager, self.listener = manager, listener
         self.time_unit_seconds = float(time_unit_seconds)
-        self.on_transition, self.on_event = on_transition, on_event
+        self.on_transition = on_transition
         self.epsilon = epsilon
         if log is None:
             import structlog

@@ -59,7 +59,7 @@ class SparkRuntime:
         stats = SparkStats(listener, time_unit_seconds, streams=streams, queries=queries)
         applier: NaiveRestartApplier | GenMigApplier
         if migration == "genmig":
-            applier = GenMigApplier(manager, listener, time_unit_seconds, on_transition=on_transition, on_event=on_event, log=log)
+            applier = GenMigApplier(manager, listener, time_unit_seconds, on_transition=on_transition, log=log)
         elif migration == "naive-restart":
             applier = NaiveRestartApplier(manager, time_unit_seconds, on_event=on_event, log=log)
         else:
