@@ -12,8 +12,8 @@ makes independent of the machine's speed: the migration lasts from the
 position the new run starts at to the end of the old run's first batch
 whose watermark has passed T_split (its last result is then out); an output gap
 is the distance between consecutive distinct reference points (window
-ends) the sink received, during the migration (from T_split − window to
-T_split + window) and in steady operation before it. The extra state is
+ends) the sink received, around the migration (any gap reaching into the
+time from its start to T_split + window) and in steady operation before it. The extra state is
 the new run's Spark state (memoryUsedBytes) while the old one still runs;
 its prediction is the cost model's ``spark`` profile estimate of the new
 plan, filling over the migration (``migrations.genmig.transient_cost``),
@@ -166,9 +166,10 @@ def migrate(listener: ProgressListener, manager: QueryManager, sink: MemorySink,
             "old": [r for r in records if r.run_id == old_run], "new": [r for r in records if r.run_id == new_run]}
 
 
-def _gaps(points: list[float]) -> float:
+def _max_gap(points: list[float], low: float, high: float) -> float:
+    """The largest distance between consecutive distinct reference points among those spanning [low, high]."""
     ordered = sorted(set(points))
-    return max((b - a for a, b in zip(ordered, ordered[1:])), default=0.0)
+    return max((b - a for a, b in zip(ordered, ordered[1:]) if b >= low and a <= high), default=high - low)
 
 
 def measure_scenario(spark: Any, listener: ProgressListener, scenario: Scenario, index: int) -> list[dict[str, Any]]:
@@ -188,8 +189,6 @@ def measure_scenario(spark: Any, listener: ProgressListener, scenario: Scenario,
     for strategy, run in runs.items():
         start = run["start"]
         ends = [k[1] for k in run["rows"]]
-        steady = [e for e in ends if e < began]
-        during = [e for e in ends if split - window <= e <= split + window]
         # The migration is over when the old run has given its last result: the first batch whose watermark has
         # passed T_split (the batches it still runs until the applier stops it only write nothing).
         passed = [r.event_max.timestamp() - start for r in run["old"]
@@ -203,7 +202,8 @@ def measure_scenario(spark: Any, listener: ProgressListener, scenario: Scenario,
             **compare(expected, run["rows"]),
             "migration_duration_s": round(old_last - began, 3) if strategy == "genmig" else 0.0,
             "window_s": window, "watermark_delay_s": DELAY, "trigger_s": BATCH,
-            "max_output_gap_s": round(_gaps(during), 3), "steady_output_gap_s": round(_gaps(steady), 3),
+            "max_output_gap_s": round(_max_gap(ends, began, split + window), 3),
+            "steady_output_gap_s": round(_max_gap([e for e in ends if e < began], -math.inf, began), 3),
             "peak_extra_state_bytes": max(new_state, default=0) if strategy == "genmig" else 0,
             "predicted_extra_state_bytes": round(predicted_extra(scenario, per_row)) if strategy == "genmig" else 0,
             "t_split_s": round(split, 3),
