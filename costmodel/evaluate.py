@@ -34,7 +34,17 @@ def retention_extra(profile: str, constants: CostConstants, d: float) -> float:
     """
     if profile == "paper":
         return 0.0
-    return constants.watermark_delay + constants.trigger_interval + (d if math.isfinite(d) else 0.0)
+    return spark_retention(0.0, constants.watermark_delay, constants.trigger_interval, d)
+
+
+def spark_retention(validity: float, delay: float, trigger: float, d: float) -> float:
+    """Time Spark keeps an element (or window) of the given validity: validity + D + T + d.
+
+    d is the mean inter-arrival time of the stream that sets the watermark
+    (1/r); an empty stream (d = inf) adds no lag. The one place of this rule:
+    ``retention_extra`` and ``adapters/spark/mapping.py`` both use it.
+    """
+    return validity + delay + trigger + (d if math.isfinite(d) else 0.0)
 
 
 @dataclass(frozen=True)

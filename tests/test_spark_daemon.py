@@ -111,7 +111,10 @@ def test_the_daemon_runs_the_managed_queries_and_stops_cleanly(spark_run):
     assert stop_seconds < 30
     events = [line["event"] for line in log_events(result.stderr)]
     assert events.count("query_started") == 2 and events[-1] == "daemon_stopped"
-    assert "Traceback" not in result.stderr
+    # No traceback of armd's. (A PySpark streaming-source worker may print one when its query stops and its
+    # socket closes under it; that is Spark's own noise on the shared stderr.)
+    frames = [line for line in result.stderr.splitlines() if line.lstrip().startswith('File "')]
+    assert all("pyspark" in frame for frame in frames), [f for f in frames if "pyspark" not in f]
 
 
 def test_every_batch_is_recorded_with_its_state(spark_run):

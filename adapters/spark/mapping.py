@@ -11,18 +11,20 @@ an element stays in Spark's state for its logical validity plus
            (r = rate of the stream(s) that set the watermark).
 
 ``retention`` is that sum. The window slide is the model's granularity g.
-Pure functions, no pyspark: the cost model's ``spark`` profile can use them.
+Pure functions, no pyspark. ``retention`` is the cost model's
+``spark_retention`` (costmodel/evaluate.py), the one place of the rule.
 """
 
 from __future__ import annotations
 
 import math
 
+from armd.costmodel.evaluate import spark_retention
+
 
 def retention(validity: float, delay: float, trigger: float, rate: float) -> float:
-    """Seconds an element (or window) stays in Spark's state: validity + D + T + 1/r."""
-    lag = 1.0 / rate if rate > 0 else 0.0
-    return validity + delay + trigger + lag
+    """Seconds an element (or window) stays in Spark's state: validity + D + T + 1/r (the cost model's rule)."""
+    return spark_retention(validity, delay, trigger, 1.0 / rate if rate > 0 else math.inf)
 
 
 def window_aggregation_rows(
@@ -54,3 +56,23 @@ def join_rows(rates: tuple[float, float], ranges: tuple[float, float], delays: t
     (r1, r2), (a1, a2), (d1, d2) = rates, ranges, delays
     rate = min(r for r in rates if r > 0) if any(r > 0 for r in rates) else 0.0
     return r1 * retention(a1, d2, trigger, rate) + r2 * retention(a2, d1, trigger, rate)
+
+
+def three_way_join_rows(rates: tuple[float, float, float], span: float, delay: float, trigger: float, keys: int = 1) -> float:
+    """Mean state rows of ``builders.three_way_join``: (a ⋈ b) ⋈ c on equal keys, b and c within ``span`` of a.
+
+    The first join holds a's and b's rows as ``join_rows``. It emits
+    r_a · r_b · 2·span / keys results per second, stamped with a's event
+    time t and emitted when the later partner arrives (on average span/4
+    after t). The second join keeps them, and c's rows, until the watermark
+    passes t + span; the watermark it sees is the first join's output
+    watermark, which appears to lag its input's by the span again (inferred
+    from the measurements, not checked in Spark's source). So a first-join result stays 2·span − span/4 + D + T + 1/r
+    and a c row 2·span + D + T + 1/r. Within 5 % of the measurements in
+    docs/spark-mapping.md.
+    """
+    ra, rb, rc = rates
+    rate = min((r for r in rates if r > 0), default=0.0)
+    first = join_rows((ra, rb), (span, span), (delay, delay), trigger)
+    results = ra * rb * 2.0 * span / keys
+    return first + results * retention(1.75 * span, delay, trigger, rate) + rc * retention(2.0 * span, delay, trigger, rate)
