@@ -114,7 +114,7 @@ def test_the_daemon_runs_the_managed_queries_and_stops_cleanly(spark_run):
     # No traceback of armd's. (A PySpark streaming-source worker may print one when its query stops and its
     # socket closes under it; that is Spark's own noise on the shared stderr.)
     frames = [line for line in result.stderr.splitlines() if line.lstrip().startswith('File "')]
-    assert all("pyspark" in frame for frame in frames), [f for f in frames if "pyspark" not in f]
+    assert not [frame for frame in frames if str(ROOT) in frame], frames
 
 
 def test_every_batch_is_recorded_with_its_state(spark_run):
@@ -141,15 +141,20 @@ def test_the_burst_makes_armd_cut_windows_and_spark_runs_them(spark_run):
     assert all(m[1] == "naive-restart" for m in migrations)
     # The join dominates the estimate during the burst: any feasible setting cuts its range (per_key at its
     # maximum and the join at its minimum is 254,010 B). What armd decided is what the restarted Spark query joins.
-    [(settings,)] = rows(tmp, "SELECT settings FROM queries WHERE name = 'matches'")
-    cut = json.loads(settings)["windows"]["m_w"]
-    assert cut < 20
+    # Plan version v of the join is what its v-th migration put in force (0: the first start).
+    ranges = [json.loads(details)["new"]["windows"]["m_w"]
+              for (details,) in rows(tmp, "SELECT details FROM migrations WHERE query = 'matches' ORDER BY id")]
+    assert ranges[0] == 20 and min(ranges[1:]) < 20, ranges
     out = tmp / "out" / "matches"
-    versions = sorted(int(p.name.split("=")[1]) for p in out.glob("plan_version=*"))
-    assert versions[0] == 0 and len(versions) >= 2, versions
 
     def gaps(version: int) -> list[float]:
-        return [abs((r["lt"] - r["rt"]).total_seconds()) for r in pq.read_table(out / f"plan_version={version}").to_pylist()]
+        path = out / f"plan_version={version}"
+        if not path.exists():
+            return []
+        return [abs((r["lt"] - r["rt"]).total_seconds()) for r in pq.read_table(path).to_pylist()]
 
-    assert gaps(versions[-1]), "the restarted join emitted nothing"
-    assert max(gaps(versions[-1])) <= cut < max(gaps(0)) <= 20
+    emitted = {v: gaps(v) for v in range(len(ranges))}
+    assert max(emitted[0]) > min(ranges[1:])  # the first run joined beyond the range cut later
+    restarted = [v for v in range(1, len(ranges)) if emitted[v]]
+    assert restarted, "no restarted join emitted anything"
+    assert all(max(emitted[v]) <= ranges[v] for v in restarted), {v: (max(emitted[v]), ranges[v]) for v in restarted}
