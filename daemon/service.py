@@ -190,6 +190,7 @@ class Service:
                                        lambda q, error: self.controller and self.controller.query_terminated(q, error),
                                        lambda m: self.controller and self.controller.migration_transition(m))
             source, applier = self.spark.stats, self.spark.applier
+            self._install_signals()  # creating the SparkContext replaced the SIGINT handler with PySpark's
         else:
             self.source = source = synthetic_source(config, start)
             applier = SimulatedApplier(self.source)

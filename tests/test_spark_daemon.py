@@ -96,7 +96,7 @@ def spark_run(tmp_path_factory):
     config = tmp / "armd.toml"
     config.write_text(CONFIG.format(tmp=tmp))
     armd("db", "upgrade", "--config", str(config))
-    result, stop_seconds = run_for(config, 90.0)
+    result, stop_seconds = run_for(config, 90.0, signal.SIGINT)  # Ctrl-C, as make run documents; PySpark takes SIGINT over
     return tmp, result, stop_seconds
 
 
