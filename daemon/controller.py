@@ -571,8 +571,7 @@ class Controller:
                 self._fail("apply_failed", f"applying settings to {query!r} failed: {exc}", query, exc)
                 retry[query] = (old, new)
                 continue
-            in_progress = getattr(self.applier, "migrating", None)
-            if in_progress is not None and query in in_progress():
+            if query in self._migrating():
                 self.log.info("migration_running", query=query, migration=migration.get("id"), strategy=strategy)
             elif self._open_migrations.pop(query, None) is not None:
                 self._finish_migration(migration, "done", {**details, "strategy": strategy})
@@ -611,10 +610,10 @@ class Controller:
                     record.query, {**summary, "strategy": record.strategy, "t_split": record.t_split},
                     migration=migration.get("id"))
 
-    def _migrating(self) -> bool:
-        """Whether the applier still runs migrations it started (appliers that finish within ``apply`` never do)."""
+    def _migrating(self) -> tuple[str, ...]:
+        """Queries whose migration the applier still runs (appliers that finish within ``apply`` have none)."""
         in_progress = getattr(self.applier, "migrating", None)
-        return bool(in_progress()) if in_progress is not None else False
+        return tuple(in_progress()) if in_progress is not None else ()
 
     def _restage(self, pending: PendingChanges) -> PendingChanges:
         """Stage the waiting changes again, on the estimates of the settings now in force."""

@@ -214,9 +214,7 @@ class GenMigApplier:
     def _latest(self, query: Any) -> ProgressRecord | None:
         if query is None:
             return None
-        run_id = str(query.runId)
-        records = [r for r in self.listener.records() if r.run_id == run_id and r.batch_id >= 0]
-        return records[-1] if records else None
+        return self.listener.latest_of_run(str(query.runId))
 
     @staticmethod
     def _positions(record: ProgressRecord) -> dict[str, float]:

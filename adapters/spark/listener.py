@@ -279,6 +279,11 @@ class ProgressListener(StreamingQueryListener):
         with self._cond:
             return self._latest.get(query)
 
+    def latest_of_run(self, run_id: str) -> ProgressRecord | None:
+        """The newest progress of one run (a query may have two while it migrates)."""
+        with self._cond:
+            return next((r for r in reversed(self._records) if r.run_id == run_id and r.batch_id >= 0), None)
+
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
         """Wait until ``predicate()`` holds (checked whenever a record or termination arrives)."""
         with self._cond:
