@@ -144,19 +144,26 @@ def transient_cost(
     trigger: float,
     old_memory: float,
     new_memory: float,
-    window: float,
+    fill_time: float,
+    *,
+    on_arrival: bool = False,
 ) -> TransientCost:
-    """Duration and memory of a migration from the cost model's steady-state estimates.
+    """Expected duration and memory of a migration from the cost model's steady-state estimates.
 
-    The old plan runs until its watermark passes T_split — (T_split − start) +
-    delay, plus a trigger to emit and one to notice. The new plan's state fills
-    over one window from empty, so while both run it holds new_memory ×
-    min(1, running time / window) on top of the old plan's full state.
+    The old plan runs until it has emitted its last result before T_split: its
+    results are out once its watermark has passed T_split — (T_split − start)
+    + delay — or, when they are out as soon as their last input arrives
+    (``on_arrival``: inner stream-stream joins), once it has read past T_split;
+    the batch that gets there ends half a trigger past that point on average.
+    The new plan's state fills from empty over ``fill_time`` (how long an
+    element stays in its state, e.g. window + delay + trigger for Spark), so
+    while both run it holds new_memory × min(1, duration / fill_time) on top of
+    the old plan's state.
     """
     if t_split < start:
         raise MigrationError(f"split time {t_split!r} lies before the migration start {start!r}")
-    duration = (t_split - start) + watermark_delay + 2 * trigger
-    filled = 1.0 if window <= 0 else min(1.0, duration / window)
+    duration = (t_split - start) + (0.0 if on_arrival else watermark_delay) + trigger / 2
+    filled = 1.0 if fill_time <= 0 else min(1.0, duration / fill_time)
     extra = new_memory * filled
     return TransientCost(duration, extra, old_memory + extra)
 

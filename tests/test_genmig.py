@@ -102,11 +102,15 @@ def test_malformed_record_is_a_clear_error():
 
 
 def test_transient_cost():
-    cost = transient_cost(t_split=161, start=100, watermark_delay=10, trigger=2, old_memory=1000, new_memory=500, window=60)
-    assert cost.duration == pytest.approx(61 + 10 + 4)
+    cost = transient_cost(t_split=161, start=100, watermark_delay=10, trigger=2, old_memory=1000, new_memory=500, fill_time=60)
+    assert cost.duration == pytest.approx(61 + 10 + 1)
     assert cost.extra_memory == 500 and cost.peak_memory == 1500  # the new state is full after one window
-    short = transient_cost(t_split=130, start=100, watermark_delay=0, trigger=0, old_memory=1000, new_memory=500, window=60)
+    short = transient_cost(t_split=130, start=100, watermark_delay=0, trigger=0, old_memory=1000, new_memory=500, fill_time=60)
     assert short.extra_memory == pytest.approx(250)
+    # A join's results are out on arrival: the old plan need not wait for its watermark.
+    joined = transient_cost(t_split=130, start=100, watermark_delay=10, trigger=2, old_memory=0, new_memory=500, fill_time=62,
+                            on_arrival=True)
+    assert joined.duration == pytest.approx(31) and joined.extra_memory == pytest.approx(250)
 
 
 # --- the oracle, in miniature -----------------------------------------------------------------------

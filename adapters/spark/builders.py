@@ -11,12 +11,20 @@ helpers so that armd can measure them.
 builder's node names ``w``, ``agg``, ``f``, ``j`` → plan node ids, see
 ``QueryParams.node``), ``delay_seconds``
 (watermark delay, default 0), ``left``/``right`` (join streams, default the
-first two sources), ``keys_only`` (join: also equate keys, default true).
+first two sources), ``keys_only`` (join: also equate keys, default true),
+and for ``windowed_count`` ``min_value`` (a filter ``value > min_value``),
+``duplicate_fraction`` (that share of rows is delivered twice, as by an
+at-least-once producer) and ``distinct`` (drop such duplicates).
+
+Each builder also says, through ``genmig_hints``, how GenMig splits its
+results (``adapters/spark/genmig.py``): the *reference point* of a result (a
+Spark SQL expression over its columns: the instant it describes) and how
+many windows its inputs can spread over before that point.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -24,6 +32,25 @@ from pyspark.sql import functions as F
 from .managed import QueryParams
 from .observed import observed_filter, observed_groups, observed_join
 from .source import FORMAT
+
+B = TypeVar("B")
+EMITS = ("watermark", "arrival")
+
+
+def genmig_hints(reference_point: str, span_windows: int = 1, emits: str = "watermark") -> Callable[[B], B]:
+    """Declare, for GenMig, a builder's reference point, its result span (in windows of the largest size) and when
+    its results are out: once the watermark has passed their reference point (``watermark``: window aggregates in
+    append mode) or as soon as their last input has been read (``arrival``: inner stream-stream joins)."""
+    if emits not in EMITS:
+        raise ValueError(f"emits must be one of {', '.join(EMITS)}, got {emits!r}")
+
+    def declare(builder: B) -> B:
+        builder.reference_point = reference_point  # type: ignore[attr-defined]
+        builder.span_windows = span_windows  # type: ignore[attr-defined]
+        builder.emits = emits  # type: ignore[attr-defined]
+        return builder
+
+    return declare
 
 
 def interval(seconds: float) -> str:
@@ -60,14 +87,29 @@ def _first_stream(params: QueryParams, index: int = 0) -> str:
     return names[index]
 
 
+@genmig_hints("window.end")
 def windowed_count(spark: SparkSession, params: QueryParams) -> DataFrame:
-    """Count per key over a sliding window: node ``w`` (size, slide), node ``agg`` (group-by key)."""
+    """Count per key over a sliding window: node ``w`` (size, slide), node ``agg`` (group-by key).
+
+    Optionally over a filter (node ``f``, ``value > min_value``) and with
+    duplicates dropped (``distinct``: rows equal in key, event time and value
+    count once; ``duplicate_fraction`` makes the source deliver some twice).
+    """
     stream = params.extra.get("stream") or _first_stream(params)
-    df = synthetic(spark, params, stream).withWatermark("event_time", _delay(params))
+    df = synthetic(spark, params, stream)
+    fraction = float(params.extra.get("duplicate_fraction", 0.0))
+    if fraction > 0:
+        df = df.withColumn("_copy", F.explode(F.sequence(F.lit(1), F.when(F.col("value") < fraction, 2).otherwise(1)))).drop("_copy")
+    df = df.withWatermark("event_time", _delay(params))
+    if params.extra.get("distinct"):
+        df = df.dropDuplicatesWithinWatermark(["key", "event_time", "value"])
+    if params.extra.get("min_value") is not None:
+        df = observed_filter(df, params.node("f"), F.col("value") > F.lit(float(params.extra["min_value"])))
     df = observed_groups(df, params.node("agg"), "key")
     return df.groupBy(_window(params, "w", 10.0, 1.0), "key").agg(F.count(F.lit(1)).alias("n"))
 
 
+@genmig_hints("window.end")
 def granular_average(spark: SparkSession, params: QueryParams) -> DataFrame:
     """Scalar average of ``value > threshold`` rows over a window ``w`` sliding by the granularity; filter node ``f``."""
     stream = params.extra.get("stream") or _first_stream(params)
@@ -76,6 +118,7 @@ def granular_average(spark: SparkSession, params: QueryParams) -> DataFrame:
     return df.groupBy(_window(params, "w", 10.0, 1.0)).agg(F.avg("value").alias("avg_value"), F.count(F.lit(1)).alias("n"))
 
 
+@genmig_hints("greatest(lt, rt)", emits="arrival")
 def range_join(spark: SparkSession, params: QueryParams) -> DataFrame:
     """Stream-stream inner join ``j``: equal keys and |t_left − t_right| <= R, R the size of window node ``w``.
 
@@ -97,27 +140,41 @@ def range_join(spark: SparkSession, params: QueryParams) -> DataFrame:
     return observed_join(left, right, params.node("j"), condition, validity_seconds=2 * span)
 
 
+@genmig_hints("greatest(t0, t1, t2)", span_windows=2, emits="arrival")
 def three_way_join(spark: SparkSession, params: QueryParams) -> DataFrame:
-    """Streams a ⋈ b ⋈ c on equal keys, each pair within R of a's event time (R the size of window node ``w``).
+    """Streams a ⋈ b ⋈ c on equal keys, b and c each within R of a's event time (R the size of window node ``w``).
 
-    Joins ``j1`` (a with b) and ``j2`` (that with c), in the order of
-    ``params.join_order`` (default the first three sources). Both joins are
-    stream-stream joins: Spark keeps a's and b's rows in the first one and
-    the first join's results and c's rows in the second, each until the
-    watermark rules out further partners.
+    a, b, c are the first three sources; the columns of stream i are ``t{i}``,
+    ``k{i}``, ``v{i}``, so the result looks the same in any join order. Joins
+    ``j1`` (the first two streams of ``params.join_order``, default a, b) and
+    ``j2`` (that with the third). Both joins are stream-stream joins: Spark
+    keeps the first two streams' rows in the first one and the first join's
+    results and the third stream's rows in the second, each until the
+    watermark rules out further partners. Since b and c are only bound to a,
+    two of them can lie 2R apart: a result spans two windows.
     """
-    names = list(params.join_order or [_first_stream(params, i) for i in range(3)])
+    streams = [_first_stream(params, i) for i in range(3)]
+    order = list(params.join_order or streams)
+    if sorted(order) != sorted(streams):
+        raise ValueError(f"join_order must be an order of the streams {streams}, got {order}")
     span = params.window("w", 5.0)
     delay = _delay(params)
-    sides = []
-    for i, name in enumerate(names):
+    sides = {}
+    for i, name in enumerate(streams):
         df = synthetic(spark, params, name).withWatermark("event_time", delay)
-        sides.append(df.select(F.col("event_time").alias(f"t{i}"), F.col("key").alias(f"k{i}"), F.col("value").alias(f"v{i}")))
+        sides[i] = df.select(F.col("event_time").alias(f"t{i}"), F.col("key").alias(f"k{i}"), F.col("value").alias(f"v{i}"))
+    first, second, third = (streams.index(name) for name in order)
     within = F.expr(f"INTERVAL {interval(span)}")
 
-    def near(i: int) -> Any:
-        return (F.col(f"k{i}") == F.col("k0")) & (F.col(f"t{i}") >= F.col("t0") - within) & (F.col(f"t{i}") <= F.col("t0") + within)
+    def near(i: int, j: int, distance: Any = within) -> Any:
+        return (F.col(f"k{i}") == F.col(f"k{j}")) & (F.col(f"t{i}") >= F.col(f"t{j}") - distance) & (
+            F.col(f"t{i}") <= F.col(f"t{j}") + distance)
 
-    # Spark allows one event-time column per stream: the first join's result goes on with a's.
-    first = observed_join(sides[0], sides[1], params.node("j1"), near(1), validity_seconds=2 * span).drop("t1")
-    return observed_join(first, sides[2], params.node("j2"), near(2), validity_seconds=2 * span)
+    pair = near(first, second) if 0 in (first, second) else near(first, second, F.expr(f"INTERVAL {interval(2 * span)}"))
+    joined = observed_join(sides[first], sides[second], params.node("j1"), pair, validity_seconds=2 * span)
+    # Spark allows one event-time column per stream: the first join's result goes on with a's time (or the
+    # first stream's), the other time becomes a plain column.
+    plain = second if second != 0 else first
+    joined = joined.withColumn(f"t{plain}", F.col(f"t{plain}") + F.expr("INTERVAL 0 milliseconds"))
+    on = near(third, 0) if third != 0 else near(first, 0) & near(second, 0)
+    return observed_join(joined, sides[third], params.node("j2"), on, validity_seconds=2 * span)

@@ -16,22 +16,38 @@ beside the old one and splits the results at T_split:
    starts with the filter that keeps only results from T_split on. Both
    write to the query's one sink (each under its plan version).
 2. running → draining: every source of the new run has read past T_split.
-3. draining → done: the old run's watermark has passed T_split, so it has
-   emitted everything before T_split; it is stopped between two batches.
+3. draining → done: the old run has emitted everything before T_split — its
+   watermark has passed T_split (window aggregates), or, for queries whose
+   results are out as soon as their last input is read (inner stream-stream
+   joins), it has read past T_split on every source; it is stopped between
+   two batches.
 
-A result's *reference point* is the instant it describes, given per query as
-a Spark SQL expression over the result's columns in ``params.extra
-["reference_point"]`` (default ``window.end``, the end of a window
-aggregate's window; a join result's start is the later of its inputs'
-timestamps, e.g. ``greatest(lt, rt)``). Event times are seconds since the
-epoch. Each transition is passed to ``on_transition`` (the daemon persists it),
-and ``resume`` continues a stored migration after a restart of the daemon.
+A result's *reference point* is the instant it describes, a Spark SQL
+expression over the result's columns: a window aggregate's is its window's
+end, a join result's the latest of its inputs' event times (its start). A
+builder declares it with ``builders.genmig_hints``, as well as how many
+windows a result's inputs can spread over (two for a three-way join whose
+streams are each bound to one of them); ``params.extra["reference_point"]``
+and ``["span_windows"]`` override both, and the defaults are ``window.end``
+and one. T_split then lies that many windows past the position. The
+builder's ``emits`` (``watermark`` or ``arrival``) says when the old run is
+done. Event
+times are seconds since the epoch.
+
+Any plan change goes this way (``migrate``): new settings, another join
+order, a filter or a duplicate elimination added or removed. Each transition
+is passed to ``on_transition`` (the daemon persists it, with both runs'
+checkpoints and parameters), and ``resume`` continues a stored migration
+after the daemon was killed: both runs start again from their checkpoints
+with their filters, and the steps go on from the stored state. ``close``
+stops a migration's runs but keeps their checkpoints for that.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from pyspark.sql import DataFrame
@@ -52,7 +68,7 @@ from armd.migrations.genmig import (
 )
 
 from .listener import ProgressListener, ProgressRecord
-from .managed import QueryManager, QueryParams, Run
+from .managed import QueryManager, QueryParams, Run, load_builder
 from .source import SourceOptions, offset_seconds, offset_stream
 
 DEFAULT_REFERENCE_POINT = "window.end"
@@ -71,6 +87,13 @@ def reference_filter(expression: str, t_split: float, side: str) -> Callable[[Da
 
 def _window_seconds(params: QueryParams) -> float:
     return max([float(v) for v in params.windows.values()] or [0.0])
+
+
+def _hint(managed: Any, params: QueryParams, name: str, default: Any) -> Any:
+    """A GenMig hint: ``params.extra[name]``, else the builder's declaration (``builders.genmig_hints``), else ``default``."""
+    if name in params.extra:
+        return params.extra[name]
+    return getattr(load_builder(managed.spec.builder), name, default)
 
 
 class GenMigApplier:
@@ -121,6 +144,16 @@ class GenMigApplier:
                 self._begin(query, replace(params, version=params.version + 1))
             return self.strategy
 
+    def migrate(self, query: str, params: QueryParams) -> None:
+        """Change the running ``query`` to the plan ``params`` describes (any change its builder can express)."""
+        with self._lock:
+            managed = self.manager.get(query)
+            if query in self.migrations:
+                raise RuntimeError(f"query {query!r} is still migrating (state {self.migrations[query].state})")
+            if not managed.running:
+                raise RuntimeError(f"query {query!r} does not run; GenMig migrates a running query")
+            self._begin(query, replace(params, version=managed.params.version + 1))
+
     def migrating(self) -> tuple[str, ...]:
         """Queries whose migration runs; advances them first (the daemon calls this every apply step)."""
         self.step()
@@ -130,11 +163,15 @@ class GenMigApplier:
     def transient_memory(self, query: str, old: QuerySettings, new: QuerySettings, new_memory: float) -> float:
         """Extra state while both plans run: the new plan's, filling over the migration (``transient_cost``)."""
         managed = self.manager.get(query)
-        window = max(_window_seconds(managed.params), max(new.windows.values(), default=0.0) * self.time_unit_seconds)
-        delay = float(managed.params.extra.get("delay_seconds", 0.0))
-        trigger = float(managed.params.extra.get("trigger_seconds", 0.0))
-        # From the start to T_split is one window (the larger one), then the old plan drains.
-        return transient_cost(window, 0.0, delay, trigger, 0.0, new_memory, window).extra_memory
+        params = managed.params
+        window = max(_window_seconds(params), max(new.windows.values(), default=0.0) * self.time_unit_seconds)
+        span = float(_hint(managed, params, "span_windows", 1)) * window
+        delay = float(params.extra.get("delay_seconds", 0.0))
+        trigger = float(params.extra.get("trigger_seconds", 0.0))
+        on_arrival = _hint(managed, params, "emits", "watermark") == "arrival"
+        # From the start to T_split is the span, then the old plan drains; an element stays span + delay + trigger.
+        return transient_cost(span, 0.0, delay, trigger, 0.0, new_memory, span + delay + trigger,
+                              on_arrival=on_arrival).extra_memory
 
     # --- the procedure ---
 
@@ -148,12 +185,14 @@ class GenMigApplier:
         if not positions or set(positions) != set(origins):
             raise RuntimeError(f"query {query!r}: GenMig needs the event-time offsets of every source "
                                f"(armd-synthetic); found {sorted(positions)} of {sorted(origins)}")
-        window = max(_window_seconds(managed.params), _window_seconds(params))
-        t_split = split_time(positions, window, self.epsilon, unit=self.time_unit_seconds)
-        reference = str(managed.params.extra.get("reference_point", DEFAULT_REFERENCE_POINT))
+        span = max(float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (managed.params, params))
+        t_split = split_time(positions, span, self.epsilon, unit=self.time_unit_seconds)
+        reference = str(_hint(managed, managed.params, "reference_point", DEFAULT_REFERENCE_POINT))
+        emits = str(_hint(managed, managed.params, "emits", "watermark"))
         migration = Migration(query, self.strategy, managed.params.as_json(), params.as_json(),
-                              facts={"positions": positions, "reference_point": reference,
-                                     "old_run": str(managed.query.runId) if managed.query else None})
+                              facts={"positions": positions, "reference_point": reference, "span_seconds": span, "emits": emits,
+                                     "old_run": str(managed.query.runId) if managed.query else None,
+                                     "old_checkpoint": str(managed.checkpoint)})
         old_run = self.manager.hand_over(query)
         old_run.writer.keep = reference_filter(reference, t_split, "old")
         starting = {stream: positions[stream] - origins[stream] for stream in positions}
@@ -169,8 +208,45 @@ class GenMigApplier:
         self._old[query] = old_run
         started = max(positions.values())
         migration = migration.to(RUNNING, started, "new plan started beside the old one", t_split=t_split, started=started,
-                                 facts={**migration.facts, "new_run": str(new_query.runId)})
+                                 new_plan=new_params.as_json(),
+                                 facts={**migration.facts, "new_run": str(new_query.runId),
+                                        "new_checkpoint": str(self.manager.get(query).checkpoint)})
         self._record(migration)
+
+    def resume(self, migration: Migration) -> None:
+        """Continue a stored migration (running or draining) after a restart: both runs go on from their checkpoints."""
+        with self._lock:
+            if migration.final or migration.state not in (RUNNING, DRAINING) or migration.t_split is None:
+                raise ValueError(f"migration of {migration.query!r} is {migration.state}: only a running or draining "
+                                 "migration with a split time can be resumed")
+            facts = migration.facts
+            missing = [k for k in ("old_checkpoint", "new_checkpoint", "reference_point") if not facts.get(k)]
+            if missing:
+                raise ValueError(f"stored migration of {migration.query!r} lacks {', '.join(missing)}; it cannot be resumed")
+            old_params, new_params = QueryParams.from_json(migration.old_plan), QueryParams.from_json(migration.new_plan)
+            query, reference, t_split = migration.query, str(facts["reference_point"]), float(migration.t_split)
+            if self.manager.get(query).running:
+                raise RuntimeError(f"query {query!r} already runs; resume a migration before starting its query")
+            self.manager.start(query, old_params, keep=reference_filter(reference, t_split, "old"),
+                               checkpoint=Path(facts["old_checkpoint"]))
+            old_run = self.manager.hand_over(query)
+            try:
+                self.manager.start(query, new_params, keep=reference_filter(reference, t_split, "new"),
+                                   checkpoint=Path(facts["new_checkpoint"]))
+            except Exception:
+                self.manager.end_run(old_run, keep_checkpoint=True)
+                raise
+            self._old[query] = old_run
+            self.migrations[query] = migration
+            self.log.info("genmig_resumed", query=query, state=migration.state, t_split=t_split)
+
+    def close(self) -> None:
+        """Stop the runs of every open migration between batches, keeping their checkpoints for ``resume``."""
+        with self._lock:
+            for query in list(self.migrations):
+                self.manager.end_run(self._old.pop(query), keep_checkpoint=True)
+                self.manager.stop(query, keep_checkpoint=True)
+            self.migrations.clear()
 
     def step(self) -> None:
         """Advance every running migration by what the queries' progress shows now."""
@@ -195,10 +271,16 @@ class GenMigApplier:
         if migration.state == DRAINING:
             latest = self._latest(old.query)
             watermark = latest.watermark.timestamp() if latest is not None and latest.watermark is not None else None
-            if old_plan_done(watermark, migration.t_split) or not old.query.isActive:
+            if migration.facts.get("emits") == "arrival":
+                origins = self._origins(old.params)
+                read = {s: origins[s] + v for s, v in self._positions(latest).items()} if latest is not None else {}
+                done, note = passed_split(read, migration.t_split, list(origins)), "it had read past T_split"
+            else:
+                done, note = old_plan_done(watermark, migration.t_split), "its watermark passed T_split"
+            if done or not old.query.isActive:
                 self.manager.end_run(old)
                 del self._old[query]
-                self._record(migration.to(DONE, watermark or migration.t_split, "old plan stopped after its watermark passed T_split"))
+                self._record(migration.to(DONE, watermark or migration.t_split, f"old plan stopped after {note}"))
 
     def _record(self, migration: Migration) -> None:
         if migration.final:

@@ -86,7 +86,20 @@ class QueryParams:
         return {
             "windows": dict(self.windows), "slides": dict(self.slides), "granularity": self.granularity,
             "join_order": list(self.join_order) if self.join_order else None, "version": self.version,
+            "extra": dict(self.extra),
         }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "QueryParams":
+        """Read ``as_json`` back (e.g. from a stored migration); raises ``ValueError`` naming what is wrong."""
+        try:
+            return cls(windows={k: float(v) for k, v in (doc.get("windows") or {}).items()},
+                       slides={k: float(v) for k, v in (doc.get("slides") or {}).items()},
+                       granularity=None if doc.get("granularity") is None else float(doc["granularity"]),
+                       join_order=tuple(doc["join_order"]) if doc.get("join_order") else None,
+                       version=int(doc.get("version", 0)), extra=dict(doc.get("extra") or {}))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise ValueError(f"stored query parameters are malformed ({exc}): {doc!r}") from None
 
 
 @dataclass(frozen=True)
@@ -215,10 +228,13 @@ class QueryManager:
         with self._lock:
             return sorted(self._queries)
 
-    def start(self, name: str, params: QueryParams | None = None, keep: Keep | None = None) -> StreamingQuery:
+    def start(self, name: str, params: QueryParams | None = None, keep: Keep | None = None,
+              checkpoint: Path | None = None) -> StreamingQuery:
         """Build the query with ``params`` (default: its current ones) and start it on a fresh checkpoint.
 
-        ``keep`` filters every batch before the sink from the first one on (see ``BatchWriter``).
+        ``keep`` filters every batch before the sink from the first one on (see
+        ``BatchWriter``). With ``checkpoint`` the run continues an earlier run
+        of the same plan from that checkpoint (its state and source offsets).
         """
         with self._lock:
             managed = self.get(name)
@@ -230,7 +246,11 @@ class QueryManager:
             df = load_builder(spec.builder)(self.spark, managed.params)
             if not getattr(df, "isStreaming", False):
                 raise TypeError(f"builder {spec.builder!r} of query {name!r} must return a streaming DataFrame")
-            checkpoint = self.checkpoint_root / name / f"v{managed.params.version:04d}-{uuid.uuid4().hex[:8]}"
+            if checkpoint is None:
+                checkpoint = self.checkpoint_root / name / f"v{managed.params.version:04d}-{uuid.uuid4().hex[:8]}"
+            elif not (checkpoint / "offsets").is_dir():
+                raise FileNotFoundError(f"query {name!r}: cannot resume from {checkpoint}: it is not a Spark checkpoint "
+                                        "(no offsets directory); it was deleted or never written")
             writer = spec.sink.writer(name, managed.params.version, keep)
             stream = (
                 df.writeStream.queryName(managed.spark_name)
@@ -245,7 +265,7 @@ class QueryManager:
             managed.runs += 1
             return managed.query
 
-    def stop(self, name: str, grace_seconds: float = STOP_GRACE_SECONDS) -> None:
+    def stop(self, name: str, grace_seconds: float = STOP_GRACE_SECONDS, *, keep_checkpoint: bool = False) -> None:
         """Stop the current run (if any) between two micro-batches; its checkpoint is deleted unless ``keep_checkpoints``.
 
         ``StreamingQuery.stop`` interrupts a batch in progress (Spark then
@@ -260,7 +280,7 @@ class QueryManager:
             if query is not None:
                 stop_between_batches(query, grace_seconds)
                 managed.query = None
-            if managed.checkpoint is not None and not self.keep_checkpoints:
+            if managed.checkpoint is not None and not (self.keep_checkpoints or keep_checkpoint):
                 shutil.rmtree(managed.checkpoint, ignore_errors=True)
 
     def hand_over(self, name: str) -> "Run":
@@ -280,11 +300,11 @@ class QueryManager:
             managed = self.get(name)
             managed.query, managed.writer, managed.checkpoint, managed.params = run.query, run.writer, run.checkpoint, run.params
 
-    def end_run(self, run: "Run", grace_seconds: float = STOP_GRACE_SECONDS) -> None:
-        """Stop a handed-over run between batches and drop its checkpoint (unless ``keep_checkpoints``)."""
+    def end_run(self, run: "Run", grace_seconds: float = STOP_GRACE_SECONDS, *, keep_checkpoint: bool = False) -> None:
+        """Stop a handed-over run between batches and drop its checkpoint (unless ``keep_checkpoint(s)``)."""
         if run.query.isActive:
             stop_between_batches(run.query, grace_seconds)
-        if not self.keep_checkpoints:
+        if not (self.keep_checkpoints or keep_checkpoint):
             shutil.rmtree(run.checkpoint, ignore_errors=True)
 
     def restart(self, name: str, params: QueryParams) -> StreamingQuery:

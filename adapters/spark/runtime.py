@@ -67,7 +67,13 @@ class SparkRuntime:
         return cls(spark, listener, manager, stats, applier)
 
     def close(self, *, stop_session: bool = False) -> None:
-        """Stop every managed query and detach the listener (and stop Spark with ``stop_session``)."""
+        """Stop every managed query and detach the listener (and stop Spark with ``stop_session``).
+
+        A migration still in progress keeps its runs' checkpoints, so the next
+        start resumes it (``GenMigApplier.resume``).
+        """
+        if isinstance(self.applier, GenMigApplier):
+            self.applier.close()
         self.manager.stop_all()
         self.listener.detach(self.spark)
         if stop_session:
