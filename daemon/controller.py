@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from armd.adapters.store import StoreUnavailable
+from armd.migrations.genmig import Migration
 from armd.policies.admission import admit
 from armd.policies.base import PolicyInput
 from armd.policies.guardrails import Guarded, Running, guard
@@ -609,6 +610,43 @@ class Controller:
                     f"migration of {record.query!r} {'finished' if done else 'failed'} ({record.strategy}){': ' + note if note else ''}",
                     record.query, {**summary, "strategy": record.strategy, "t_split": record.t_split},
                     migration=migration.get("id"))
+
+    def resume_migrations(self) -> tuple[str, ...]:
+        """After a restart: hand every unfinished live migration in the store back to the applier.
+
+        Returns the queries whose migration goes on (the daemon must not start
+        them anew). A migration that cannot be resumed (no live state stored,
+        an applier without ``resume``, its runs' checkpoints gone) is closed as
+        failed with the reason; its query then starts like any other.
+        """
+        try:
+            rows = self.store.open_migrations()
+        except StoreUnavailable as exc:
+            self.log.warning("store_unavailable", step="read_open_migrations", error=str(exc))
+            return ()
+        resume = getattr(self.applier, "resume", None)
+        resumed = []
+        for row in rows:
+            query, details = row["query"], dict(row.get("details") or {})
+            migration = {"id": row["id"]}
+            summary = {"applier": self.applier.name, "decision_id": details.get("decision_id")}
+            try:
+                if "live" not in details or resume is None:
+                    raise ValueError("the daemon stopped while it ran and it left no state to go on from")
+                record = Migration.from_record(details["live"])
+                resume(record)
+            except Exception as exc:  # noqa: BLE001 - one migration that cannot go on must not stop the daemon
+                error = self.config.redact(f"{exc}")
+                self._finish_migration(migration, "failed", {**details, "error": f"not resumed: {error}"})
+                self.metrics.migration("failed")
+                self._event("migration_failed", "error", f"migration of {query!r} could not be resumed after a restart: {error}",
+                            query, {**summary, "error": error}, migration=row["id"])
+                continue
+            self._open_migrations[query] = (migration, details, summary)
+            resumed.append(query)
+            self._event("migration_resumed", "info", f"migration of {query!r} resumed in state {record.state} "
+                        f"(T_split {record.t_split})", query, {**summary, "state": record.state}, migration=row["id"])
+        return tuple(resumed)
 
     def _migrating(self) -> tuple[str, ...]:
         """Queries whose migration the applier still runs (appliers that finish within ``apply`` have none)."""

@@ -123,7 +123,9 @@ class Applier(Protocol):
     (``new_memory`` is the cost model's estimate for the new settings), and
     ``migrating() -> Sequence[str]``, the queries whose migration is still
     running. Appliers without them finish within ``apply`` and hold nothing
-    extra (a restart drops the old state).
+    extra (a restart drops the old state). One that can continue a stored
+    migration after a restart of the daemon offers ``resume(migration)``
+    (a ``migrations.genmig.Migration`` read back from the store).
     """
 
     name: str
@@ -234,6 +236,10 @@ class Store(Protocol):
         self, id: int, state: str, at: datetime, *, finished: bool = False, lost: int | None = None,
         duplicated: int | None = None, differing: int | None = None, details: Mapping[str, Any] | None = None,
     ) -> None: ...
+
+    def open_migrations(self) -> list[dict[str, Any]]:
+        """Unfinished migrations (``id``, ``query``, ``strategy``, ``state``, ``details``), oldest first; read back at start."""
+        ...
 
     def prune_observations(self, older_than: datetime) -> int:
         """Delete observations and batch progress older than ``older_than``; returns how many."""

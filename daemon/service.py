@@ -195,8 +195,10 @@ class Service:
             self.source = source = synthetic_source(config, start)
             applier = SimulatedApplier(self.source)
         self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics)
+        resumed = self.controller.resume_migrations()  # a migration the last run left open goes on
         for query, settings in self.controller.running.items():  # a restart resumes the stored settings
-            applier.apply(query, None, settings)
+            if query not in resumed:
+                applier.apply(query, None, settings)
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},

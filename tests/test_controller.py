@@ -67,6 +67,8 @@ class MemoryStore:
         self.calls: list[tuple[str, object]] = []
         self.settings: dict[str, QuerySettings] = {}
         self.statuses: dict[str, str] = {}
+        self.open: list[dict] = []
+        """What ``open_migrations`` returns (rows a daemon that stopped left unfinished)."""
         self._ids = 0
 
     def _call(self, name: str, payload: object = None) -> int:
@@ -112,6 +114,11 @@ class MemoryStore:
 
     def update_migration(self, id, state, at, *, finished=False, lost=None, duplicated=None, differing=None, details=None):
         self._call("migration_update", (id, state))
+
+    def open_migrations(self):
+        if self.down:
+            raise StoreUnavailable("database is down")
+        return list(self.open)
 
     def prune_observations(self, older_than):
         return self._call("prune", older_than) and 0
@@ -372,6 +379,55 @@ def test_a_live_migration_stays_open_until_the_applier_reports_it_done(tmp_path)
     assert updates.count("draining") == updates.count("done") >= 1 and not controller._open_migrations
     finished = [e for e in store.of("event") if e.kind == "migration_finished" and e.details.get("t_split") is not None]
     assert finished and "step" in finished[0].message
+
+
+class Resumable(GenMigLike):
+    """GenMig-like and able to continue a stored migration, unless its runs' checkpoints are gone."""
+
+    def __init__(self, source, controller, gone=()) -> None:
+        super().__init__(source, controller)
+        self.gone, self.resumed = set(gone), []
+
+    def resume(self, migration):
+        if migration.query in self.gone:
+            raise FileNotFoundError(f"cannot resume from /ckpt/{migration.query}: it was deleted")
+        self.resumed.append(migration)
+        self.live[migration.query] = migration
+
+
+def stored_migration(id_, query, live=True):
+    from armd.migrations.genmig import Migration
+
+    record = Migration(query, "genmig", {"windows": {"w": 1}}, {"windows": {"w": 2}}).to("running", 1.0, "started", t_split=5.0)
+    details = {"decision_id": 3, **({"live": record.as_record()} if live else {})}
+    return {"id": id_, "query": query, "strategy": "genmig", "state": "running", "details": details}
+
+
+def test_a_restarted_daemon_hands_open_live_migrations_back_to_the_applier(tmp_path):
+    controller, store, _, _, clock = make(tmp_path)
+    applier = controller.applier = Resumable(controller.source, controller, gone={"clicks_per_second"})
+    store.open = [stored_migration(7, "big_orders"), stored_migration(8, "clicks_per_view", live=False),
+                  stored_migration(9, "clicks_per_second")]
+    assert controller.resume_migrations() == ("big_orders",)
+    assert [(m.query, m.state, m.t_split) for m in applier.resumed] == [("big_orders", "running", 5.0)]
+    # The two that cannot go on are closed as failed, saying why; their queries start like any other.
+    assert store.of("migration_update") == [(8, "failed"), (9, "failed")]
+    failed = [e for e in store.of("event") if e.kind == "migration_failed"]
+    assert "left no state" in failed[0].message and "it was deleted" in failed[1].message
+    assert [e.query for e in store.of("event") if e.kind == "migration_resumed"] == ["big_orders"]
+    # The resumed one is open again: its next transitions update its own row, and it finishes.
+    for _ in range(2):
+        cycle(controller, clock)
+    assert (7, "draining") in store.of("migration_update") and (7, "done") in store.of("migration_update")
+    assert not controller._open_migrations
+
+
+def test_with_the_store_down_at_start_nothing_is_resumed_and_nothing_fails(tmp_path):
+    controller, store, _, _, _ = make(tmp_path)
+    controller.applier = Resumable(controller.source, controller)
+    store.open, store.down = [stored_migration(7, "big_orders")], True
+    assert controller.resume_migrations() == ()
+    assert not controller.applier.resumed
 
 
 def test_live_migrations_whose_extra_state_would_break_the_bound_are_staged(tmp_path):

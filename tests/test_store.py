@@ -239,6 +239,9 @@ def test_migrations_and_alerts_views(store: SqlStore, store_url: str) -> None:
     status = store.status()
     assert [(m["id"], m["details"]) for m in status["migrations"]] == [(running, {"old": 1, "new": 2})]
     assert status["migrations"][0]["split_time"] == (now + timedelta(seconds=30)).isoformat()
+    # What a restarted daemon reads back to resume: the unfinished ones with their whole details.
+    assert [(m["id"], m["query"], m["state"], m["details"]) for m in store.open_migrations()] == [
+        (running, "q1", "old_plan_draining", {"old": 1, "new": 2})]
     with pytest.raises(KeyError):
         store.update_migration(999_999, "finished", now)
 

@@ -483,6 +483,16 @@ class SqlStore:
 
         self._call(run)
 
+    def open_migrations(self) -> list[dict[str, Any]]:
+        """Migrations not finished yet (oldest first), with their details: what a restarted daemon resumes."""
+
+        def run(session: Session) -> list[dict[str, Any]]:
+            rows = session.scalars(select(m.Migration).where(m.Migration.finished_at.is_(None))
+                                   .order_by(m.Migration.started_at, m.Migration.id))
+            return [_row_dict(r, _MIGRATION_COLUMNS) for r in rows]
+
+        return self._call(run)
+
     # ----------------------------------------------------------------- reads
 
     def status(self) -> dict[str, Any]:
