@@ -334,14 +334,16 @@ def _join(a, b, out, p, k) -> None:
     # (10) = (11) + (12) + (13) + (14), grouped by the rates:
     # (r_a + r_b)·(c_insert + c_hash + c_reorg) + r_a·r_b·(l_b·C_P/B_b + l_a·C_P/B_a + (l_a + l_b)·sel·C_F)
     per_pair = grow
-    if "pair" in p:  # B_a = B_b: r_a·r_b·(l_a + l_b)·(C_P/B + sel·C_F)
+    if "probe_a" not in p:  # B_a = B_b: r_a·r_b·(l_a + l_b)·(C_P/B + sel·C_F)
         np.multiply(lsum, p["pair"], out=per_pair)
     else:
         np.multiply(lb, p["probe_b"], out=per_pair)
         np.multiply(la, p["probe_a"], out=side)
         per_pair += side
-        lsum *= p["result"]
-        per_pair += lsum
+        np.multiply(lsum, p["result"], out=side)
+        per_pair += side
+        if "equal" in p:  # the joins with B_a = B_b of a mixed block: the form (and rounding) they get alone
+            np.multiply(lsum, p["pair"], out=per_pair, where=p["equal"])
     per_pair *= ra
     per_pair *= rb
     np.add(ra, rb, out=cpu)
@@ -583,10 +585,13 @@ def _params(op: str, table: np.ndarray | None, k: _Constants) -> dict:
 
     if op == "join":
         params = {"sel": column("sel"), "per_arrival": column("per_arrival")}
-        if same[2] and table[0, 2] == 1.0:  # equal bucket counts: (12) + (13) per pair and unit of l_a + l_b
+        equal = table[:, 2:3] == 1.0  # equal bucket counts: (12) + (13) per pair and unit of l_a + l_b
+        if equal.any():
             params["pair"] = column("pair")
-        else:
+        if not equal.all():
             params.update(probe_a=column("probe_a"), probe_b=column("probe_b"), result=column("result"))
+            if equal.any():
+                params["equal"] = equal
     elif op == "select":
         params = {"sel": column("sel")}
     elif op == "project":
