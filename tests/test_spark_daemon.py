@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import sqlite3
 from pathlib import Path
 
@@ -114,7 +115,8 @@ def test_the_daemon_runs_the_managed_queries_and_stops_cleanly(spark_run):
     # No traceback of armd's. (A PySpark streaming-source worker may print one when its query stops and its
     # socket closes under it; that is Spark's own noise on the shared stderr.)
     frames = [line for line in result.stderr.splitlines() if line.lstrip().startswith('File "')]
-    assert not [frame for frame in frames if str(ROOT) in frame], frames
+    ours = [frame for frame in frames if str(ROOT) in frame and str(Path(sys.prefix).resolve()) not in frame]
+    assert not ours, frames
 
 
 def test_every_batch_is_recorded_with_its_state(spark_run):
