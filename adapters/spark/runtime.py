@@ -31,6 +31,7 @@ class SparkRuntime:
     manager: QueryManager
     stats: SparkStats
     applier: NaiveRestartApplier | GenMigApplier
+    log: Any = None
 
     @classmethod
     def create(
@@ -64,17 +65,27 @@ class SparkRuntime:
             applier = NaiveRestartApplier(manager, time_unit_seconds, on_event=on_event, log=log)
         else:
             raise ValueError(f"migration must be naive-restart or genmig, got {migration!r}")
-        return cls(spark, listener, manager, stats, applier)
+        return cls(spark, listener, manager, stats, applier, log)
 
     def close(self, *, stop_session: bool = False) -> None:
         """Stop every managed query and detach the listener (and stop Spark with ``stop_session``).
 
         A migration still in progress keeps its runs' checkpoints, so the next
-        start resumes it (``GenMigApplier.resume``).
+        start resumes it (``GenMigApplier.resume``). If Spark is gone already
+        (its JVM got the stop signal too, e.g. from a process-group kill), the
+        rest is skipped with a warning: nothing can be stopped any more, and
+        the checkpoints stay for the next start.
         """
-        if isinstance(self.applier, GenMigApplier):
-            self.applier.close()
-        self.manager.stop_all()
-        self.listener.detach(self.spark)
+        steps = [("stop the open migrations", self.applier.close)] if isinstance(self.applier, GenMigApplier) else []
+        steps += [("stop the managed queries", self.manager.stop_all), ("detach the listener", lambda: self.listener.detach(self.spark))]
         if stop_session:
-            self.spark.stop()
+            steps.append(("stop Spark", self.spark.stop))
+        for what, step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - a dead JVM fails every further call the same way
+                if self.log is not None:
+                    self.log.warning("spark_close_failed", step=what, error=f"{type(exc).__name__}: {exc}"[:500],
+                                     hint="Spark was gone before armd could stop it (did the JVM get the stop signal "
+                                          "too? with systemd use KillMode=mixed); checkpoints are kept")
+                return
