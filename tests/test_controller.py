@@ -8,12 +8,10 @@ happens while the store is down. The real store is covered by
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import numpy as np
 import pytest
 from structlog.testing import capture_logs
 

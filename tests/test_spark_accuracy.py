@@ -8,7 +8,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 from spark_fixtures import progress_listener, spark  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

@@ -302,26 +302,26 @@ def _offset(stream: str, event_ms: int) -> dict:
     return {"stream": stream, "event_ms": int(event_ms)}
 
 
-def offset_seconds(offset: Mapping[str, Any] | str | None) -> float | None:
-    """Event seconds of an ``armd-synthetic`` offset (dict or its JSON), or None for other sources' offsets."""
+def _synthetic_offset(offset: Mapping[str, Any] | str | None) -> Mapping[str, Any] | None:
+    """An ``armd-synthetic`` offset (dict or its JSON) as a dict, or None for other sources' offsets."""
     if isinstance(offset, str):
         try:
             offset = json.loads(offset)
         except json.JSONDecodeError:
             return None
-    if isinstance(offset, Mapping) and "event_ms" in offset and "stream" in offset:
-        return int(offset["event_ms"]) / 1000.0
-    return None
+    return offset if isinstance(offset, Mapping) and "event_ms" in offset and "stream" in offset else None
+
+
+def offset_seconds(offset: Mapping[str, Any] | str | None) -> float | None:
+    """Event seconds of an ``armd-synthetic`` offset (dict or its JSON), or None for other sources' offsets."""
+    parsed = _synthetic_offset(offset)
+    return int(parsed["event_ms"]) / 1000.0 if parsed is not None else None
 
 
 def offset_stream(offset: Mapping[str, Any] | str | None) -> str | None:
     """The stream name an ``armd-synthetic`` offset carries, or None."""
-    if isinstance(offset, str):
-        try:
-            offset = json.loads(offset)
-        except json.JSONDecodeError:
-            return None
-    return str(offset["stream"]) if isinstance(offset, Mapping) and "stream" in offset else None
+    parsed = _synthetic_offset(offset)
+    return str(parsed["stream"]) if parsed is not None else None
 
 
 # --- the PySpark data source ---------------------------------------------------------------------
