@@ -6,11 +6,12 @@ import json
 import math
 import time
 from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import pytest
 from spark_fixtures import progress_listener, spark  # noqa: F401
 
-from armd.adapters.spark.listener import SparkStats
+from armd.adapters.spark.listener import ProgressListener, SparkStats
 from armd.adapters.spark.mapping import window_aggregation_rows
 from armd.adapters.spark.managed import ManagedSpec, QueryManager, QueryParams
 from armd.adapters.spark.measure import sources
@@ -101,3 +102,23 @@ def test_every_batch_of_the_interval_is_in_the_observation(observed) -> None:
         assert last.input_rows == records[-1].input_rows and last.event_max == records[-1].event_max
     assert sum(b.input_rows for b in batches if b.query == "wc") > 0
     assert observed["second"].batches == ()
+
+
+def test_a_migrating_query_holds_the_state_of_both_its_runs() -> None:
+    """While GenMig runs the old and the new plan, the query's measured state is both runs' together."""
+    listener = ProgressListener()
+
+    def progress(run: str, version: int, rows: int, size: int) -> None:
+        doc = {"name": f"q@{version}", "runId": run, "batchId": 1, "timestamp": "2026-11-22T10:00:00.000Z",
+               "stateOperators": [{"operatorName": "stateStoreSave", "numRowsTotal": rows, "memoryUsedBytes": size}]}
+        listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(json=json.dumps(doc))))
+
+    for run, version in (("old", 0), ("new", 1)):
+        listener.onQueryStarted(SimpleNamespace(runId=run, name=f"q@{version}"))
+    progress("old", 0, 10, 1000)
+    assert listener.held("q") == (10, 1000)
+    progress("new", 1, 4, 300)
+    progress("old", 0, 12, 1100)
+    assert listener.held("q") == (16, 1400)
+    listener.onQueryTerminated(SimpleNamespace(runId="old", id="x", exception=None))
+    assert listener.held("q") == (4, 300) and listener.held("other") is None

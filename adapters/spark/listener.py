@@ -22,7 +22,9 @@ records. Per observation interval (the records since the previous call):
   ``inf`` when T > 0 but no row arrived. A stream without any batch in the
   interval is left out (nothing was learnt about it).
 * state of a query: Σ numRowsTotal and Σ memoryUsedBytes over the state
-  operators of its latest progress (state persists between batches).
+  operators of the latest progress of each of its running runs (state
+  persists between batches; while a query migrates by GenMig, both plans
+  hold state).
 * selectivities (``observed.py``): filter out/in; join
   out·T / ((l1 + l2)·left·right) when the validity sum was given; summed
   over the interval's batches, leaving out a join's batches from the first
@@ -196,6 +198,8 @@ class ProgressListener(StreamingQueryListener):
         super().__init__()
         self._records: deque[ProgressRecord] = deque(maxlen=capacity)
         self._latest: dict[str, ProgressRecord] = {}
+        self._runs: dict[str, dict[str, ProgressRecord]] = {}
+        """Per query, the newest progress of each of its runs that has not terminated (two while it migrates)."""
         self._names: dict[str, str | None] = {}
         self._seq = 0
         self._cond = threading.Condition()
@@ -232,6 +236,7 @@ class ProgressListener(StreamingQueryListener):
                 self._records.append(record)
                 if record.query is not None:
                     self._latest[record.query] = record
+                    self._runs.setdefault(record.query, {})[record.run_id] = record
                 self._cond.notify_all()
         except Exception:  # a listener must never break Spark's bus
             self.errors += 1
@@ -246,6 +251,7 @@ class ProgressListener(StreamingQueryListener):
             latest = self._latest.get(query) if query else None
             if latest is not None and latest.run_id == str(event.runId):
                 del self._latest[query]  # type: ignore[arg-type]
+            self._runs.get(query or "", {}).pop(str(event.runId), None)
             info = TerminatedQuery(query, spark_name, str(event.id), str(event.runId), event.exception,
                                    getattr(event, "errorClassOnException", None), datetime.now(timezone.utc))
             self.terminated.append(info)
@@ -278,6 +284,14 @@ class ProgressListener(StreamingQueryListener):
         """The newest progress of the query's current run (None before its first batch or after it stopped)."""
         with self._cond:
             return self._latest.get(query)
+
+    def held(self, query: str) -> tuple[int, int] | None:
+        """State rows and bytes the query holds: summed over its running runs (both plans while it migrates)."""
+        with self._cond:
+            runs = list(self._runs.get(query, {}).values())
+        if not runs:
+            return None
+        return sum(r.state_rows for r in runs), sum(r.state_bytes for r in runs)
 
     def latest_of_run(self, run_id: str) -> ProgressRecord | None:
         """The newest progress of one run (a query may have two while it migrates)."""
@@ -389,14 +403,14 @@ class SparkStats:
         )
         metrics = []
         for query in names:
-            latest = self.listener.latest(query)
+            held = self.listener.held(query)
             sel = _selectivities(counts.get(query, {}), validity, query, spans.get(query, 0.0))
-            if latest is None and not sel and query not in spans:
+            if held is None and not sel and query not in spans:
                 continue
             metrics.append(QueryMetrics(
                 query,
-                state_rows=latest.state_rows if latest else None,
-                state_bytes=latest.state_bytes if latest else None,
+                state_rows=held[0] if held else None,
+                state_bytes=held[1] if held else None,
                 selectivities=sel,
             ))
         return Observation(at, tuple(stream_stats), tuple(metrics), tuple(batches))
