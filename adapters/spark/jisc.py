@@ -1,0 +1,512 @@
+"""The JISC join pipeline hosted in Spark: ``transformWithStateInPandas`` keyed on the join key.
+
+Why this module: ``armd.migrations.join`` is a pure, single-process n-way
+windowed equi-join whose join order can change live (JISC, paper 004). To
+run it on Spark Structured Streaming the state has to live in Spark's state
+store (so that it is checkpointed, recovered and partitioned by key), the
+plan has to come from outside the query (the daemon decides it while the
+query runs, and a running query cannot be given new Python objects), and
+expiry has to follow event time across micro-batches. Every one of these is
+a Spark concern, so it lives in the Spark adapter; the join itself — plans,
+state matching, symmetric hash join walk, expiry walk, JISC's per-key
+completion — is *reused* from ``armd.migrations.join`` (``Plan``,
+``walk_up``, ``expire_event``, and the ``JISC`` strategy's transition and
+completion code), applied to one key at a time.
+
+How it fits together
+    ``jisc_join`` tags each input stream's rows with the stream name, sets
+    the watermark on each, unions them and runs ``groupBy(key).transformWithStateInPandas``
+    with ``JiscProcessor`` in ``EventTime`` mode. For every key the processor
+    keeps one value in the state store (RocksDB): the key's live tuples, the
+    materialised intermediate states of the key's current plan, which of them
+    are still incomplete (JISC's pending flag for that key), the streams that
+    already had a tuple since the key's last transition (Definition 2), and the
+    epoch and order the key was last processed with.
+
+The plan (control file)
+    A small JSON file ``{"epoch": int, "order": [...]}`` written atomically by
+    the daemon (``write_control``). ``order`` is a join order as in
+    ``migrations.join``: nested two-element lists of stream names, or a flat
+    list of names meaning the left-deep order over them. The processor reads
+    it once per task (one partition of one micro-batch). A key whose stored
+    epoch is older than the file's is switched to the file's order the first
+    time it is touched after the change (input or timer), before any of its
+    tuples is processed: the states the old plan had are kept, the others
+    start empty and incomplete, and each fresh tuple completes the states on
+    its path for its key (JISC). A key that sat out several epochs jumps to
+    the newest order directly (nothing was inserted for it in between, so its
+    kept states are still exact; it only keeps more than switch-by-switch). A missing file means
+    the ``order`` given to ``jisc_join``, epoch 0.
+
+Time
+    Event time in epoch milliseconds; the watermark is set on every input
+    (Spark's default ``min`` policy makes the global one follow the slowest
+    input). An arriving row is buffered in the key's state; rows older than
+    the watermark are processed, in event-time order (ties by the ``id``
+    column), when the watermark has passed them — at the key's next input or
+    by an event-time timer. No row older than the watermark can come any more,
+    so this is the order the pure pipeline processes the whole log in, however
+    the micro-batches and the inputs interleave. A processed row with time t
+    first expires the key's tuples with τ ≤ t − W, so a result (one tuple per
+    stream, same key, max τ − min τ < W) is emitted exactly once, when its
+    last tuple is processed — ``migrations.join``'s window semantics, which
+    its oracle checks. The same event-time timer (one per key, at the earlier
+    of the oldest buffered row + 1 ms and the oldest live tuple's τ + W)
+    expires the tuples of keys that receive nothing more; a key with nothing
+    live and nothing buffered has no state at all. Rows that arrive behind the
+    watermark are late: they are dropped (counted in the key's state).
+
+Results are one row per join result: the key, the epoch of the plan that
+produced it and, per stream ``s``, ``s_id`` and ``s_time`` of its tuple.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import tempfile
+from collections import deque
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+from armd.migrations.join import JISC, EventLog, Plan, left_deep, normalise_order
+from armd.migrations.join.pipeline import Cursor, Node, Order, expire_event, flatten, walk_up
+
+__all__ = [
+    "Control", "JiscProcessor", "KeyEngine", "jisc_join", "read_control", "write_control",
+]
+
+_K = 0
+"""The one key of a per-key plan (its state dicts are keyed by it)."""
+
+
+# --- the control file ---------------------------------------------------------------------
+
+
+class Control:
+    """A plan as the daemon publishes it: an epoch and a join order over the query's streams."""
+
+    __slots__ = ("epoch", "order")
+
+    def __init__(self, epoch: int, order: Order) -> None:
+        self.epoch = epoch
+        self.order = order
+
+    def __repr__(self) -> str:
+        return f"Control(epoch={self.epoch}, order={self.order!r})"
+
+
+def _as_order(order: Any, streams: Sequence[str]) -> Order:
+    """A flat list of names means the left-deep order over them; nested pairs are a tree."""
+    if isinstance(order, (list, tuple)) and len(order) > 2 and all(isinstance(o, str) for o in order):
+        order = left_deep(list(order))
+    return normalise_order(order, streams)
+
+
+def _to_json(order: Order) -> Any:
+    if isinstance(order, str):
+        return order
+    if not isinstance(order, (list, tuple)) or len(order) != 2:
+        raise ValueError(f"a join order is a stream name or a pair of orders, got {order!r}")
+    return [_to_json(order[0]), _to_json(order[1])]
+
+
+def write_control(path: str | os.PathLike[str], epoch: int, order: Order) -> None:
+    """Publish a plan atomically (temporary file in the same directory, then ``os.replace``).
+
+    ``order`` is a join order (nested pairs of stream names) or a flat list of
+    names (left-deep). Epochs must grow: keys switch when they see a newer one.
+    """
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch must be a whole number >= 0, got {epoch!r}")
+    target = Path(path)
+    flat = isinstance(order, (list, tuple)) and len(order) > 2 and all(isinstance(o, str) for o in order)
+    body = json.dumps({"epoch": epoch, "order": list(order) if flat else _to_json(order)})
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(body)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_control(path: str | os.PathLike[str], streams: Sequence[str], default: Order | None = None) -> Control:
+    """Read and validate a control file; a missing file gives ``default`` at epoch 0.
+
+    Raises ``ValueError`` naming the file and what is allowed when it is not
+    ``{"epoch": <int >= 0>, "order": <join order over the streams>}``.
+    """
+    p = Path(path)
+    allowed = (
+        f'a JSON object {{"epoch": <whole number >= 0>, "order": <join order>}} where the order names each of '
+        f"{sorted(streams)} exactly once, as nested two-element lists (a tree) or a flat list (left-deep)"
+    )
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if default is None:
+            raise ValueError(f"control file {p} does not exist and no default order was given") from None
+        return Control(0, _as_order(default, streams))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"control file {p} is not valid JSON ({exc}); expected {allowed}") from None
+    if not isinstance(data, dict) or set(data) != {"epoch", "order"}:
+        got = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"control file {p} must have exactly the keys epoch and order, got {got}; expected {allowed}")
+    epoch = data["epoch"]
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"control file {p}: epoch must be a whole number >= 0, got {epoch!r}; expected {allowed}")
+    try:
+        order = _as_order(data["order"], streams)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"control file {p}: bad order {data['order']!r} ({exc}); expected {allowed}") from None
+    return Control(epoch, order)
+
+
+# --- the per-key engine (pure: no Spark) ----------------------------------------------------
+
+
+class KeyEngine(JISC):
+    """``migrations.join``'s JISC strategy over the tuples of one key, loadable from and savable to bytes.
+
+    Event ids are per-key sequence numbers (they grow with event time, as the
+    pipeline's expiry needs); ``events`` maps each live one to (stream index,
+    the row's id, event time in ms). Everything JISC does — keeping the
+    states the old plan shares with the new one, marking the others
+    incomplete with their pending flag, completing them for the key when a
+    fresh tuple probes them, passing expiry through incomplete states — is
+    the inherited code; this class only replaces the global event log with
+    per-key bookkeeping and event-time expiry.
+    """
+
+    def __init__(self, streams: Sequence[str], window_ms: int, order: Order, epoch: int = 0) -> None:
+        super().__init__(EventLog.from_events(streams, ()), window_ms, order)
+        self.epoch = epoch
+        self.events: dict[int, tuple[int, int, int]] = {}
+        """Live tuples: sequence number → (stream index, row id, event time ms)."""
+        self.live: deque[int] = deque()
+        """Live sequence numbers, oldest first."""
+        self.seq = 0
+        self.last_ms: int | None = None
+        self.timer: int | None = None
+        """The event-time timer registered for this key (ms), if any."""
+        self.dropped = 0
+        """Rows refused as late (older than the watermark, or than the key's newest processed row)."""
+        self.buffer: list[tuple[int, int, int]] = []
+        """Rows received but not yet processed: (event time ms, row id, stream index)."""
+        self.out: list = []
+        self.emit = self._emit_collect
+
+    # --- persistence ------------------------------------------------------------------------
+
+    def dump(self) -> bytes:
+        nodes = self.plan.leaves + self.plan.joins[:-1]
+        states = {n.streams: n.state[_K] for n in nodes if n.state and _K in n.state}
+        pending = [n.streams for n in self.plan.joins[:-1] if not n.complete]
+        attempted = [i for i, s in enumerate(self.attempted) if _K in s]
+        return pickle.dumps(
+            (1, self.epoch, _to_json(self.plan.order), states, pending, attempted,
+             self.events, self.seq, self.last_ms, self.timer, self.dropped, self.completions, self.buffer),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+
+    @classmethod
+    def load(cls, blob: bytes, streams: Sequence[str], window_ms: int) -> KeyEngine:
+        (version, epoch, order, states, pending, attempted, events, seq, last_ms, timer, dropped,
+         completions, buffer) = pickle.loads(blob)
+        if version != 1:
+            raise ValueError(f"unknown JISC key-state version {version!r}")
+        eng = cls(streams, window_ms, normalise_order(order, streams), epoch)
+        plan = eng.plan
+        pend = set(pending)
+        for node in plan.leaves + plan.joins[:-1]:
+            node.state = {_K: states[node.streams]} if node.streams in states else {}
+            if node.streams in pend:
+                node.complete, node.pending = False, {_K}
+                plan.incomplete += 1
+        eng.watch = _watch(plan)
+        eng.attempted = [({_K} if i in attempted else set()) for i in range(len(streams))]
+        eng.events = events
+        eng.live = deque(sorted(events))
+        eng.seq, eng.last_ms, eng.timer, eng.dropped, eng.completions = seq, last_ms, timer, dropped, completions
+        eng.buffer = buffer
+        eng.cursor = Cursor(eng.live[0] if eng.live else seq)
+        return eng
+
+    # --- processing -------------------------------------------------------------------------
+
+    def switch(self, epoch: int, order: Order) -> None:
+        """Move the key to a newer plan (JISC's transition: keep shared states, others incomplete)."""
+        if epoch <= self.epoch:
+            return
+        self.epoch = epoch
+        self.transition(order)
+
+    def expire(self, now_ms: int) -> None:
+        """Expire every live tuple with τ ≤ now − W, oldest first, walking up through every state."""
+        limit = now_ms - self.window
+        live, events = self.live, self.events
+        while live and events[live[0]][2] <= limit:
+            seq = live.popleft()
+            stream = events.pop(seq)[0]
+            expire_event(self.plan, seq, stream, _K)
+        self.cursor.lo = live[0] if live else self.seq
+
+    def offer(self, stream: int, row_id: int, ms: int, watermark: int) -> None:
+        """Buffer an arriving row; a row older than the watermark is late and refused (``dropped``)."""
+        if ms < watermark:
+            self.dropped += 1
+        else:
+            self.buffer.append((ms, row_id, stream))
+
+    def release(self, watermark: int) -> list[list[tuple[int, int, int]]]:
+        """Process, in event-time order, every buffered row older than the watermark; then expire.
+
+        No row older than the watermark can arrive any more (it would be
+        late), so these rows are processed in the order the pure pipeline
+        processes the whole log, whatever micro-batches brought them.
+        Expiring at the watermark afterwards is safe for the same reason.
+        Returns the results, each as (stream index, row id, event time ms)
+        per tuple.
+        """
+        results: list[list[tuple[int, int, int]]] = []
+        if self.buffer:
+            self.buffer.sort()
+            cut = 0
+            while cut < len(self.buffer) and self.buffer[cut][0] < watermark:
+                cut += 1
+            ready, self.buffer = self.buffer[:cut], self.buffer[cut:]
+            for ms, row_id, stream in ready:
+                results.extend(self.describe(r) for r in self.add(stream, row_id, ms))
+        self.expire(watermark)
+        return results
+
+    def wake_at(self) -> int | None:
+        """When the watermark must pass for this key to have work: buffered rows or an expiry (ms)."""
+        times = []
+        if self.buffer:
+            times.append(min(ms for ms, _, _ in self.buffer) + 1)
+        if self.live:
+            times.append(self.events[self.live[0]][2] + self.window)
+        return min(times) if times else None
+
+    def add(self, stream: int, row_id: int, ms: int) -> list[tuple[int, ...]]:
+        """Process one tuple; returns the results it completes, each as a tuple of sequence numbers.
+
+        A tuple older than the key's newest one is refused (counted in
+        ``dropped``): expiry has already moved past what it could join.
+        """
+        if self.last_ms is not None and ms < self.last_ms:
+            self.dropped += 1
+            return []
+        self.last_ms = ms
+        self.expire(ms)
+        seq = self.seq
+        self.seq += 1
+        self.events[seq] = (stream, row_id, ms)
+        self.live.append(seq)
+        plan = self.plan
+        leaf = plan.leaves[stream]
+        entry = (seq, seq)
+        lst = leaf.state.get(_K)  # type: ignore[union-attr]
+        if lst is None:
+            leaf.state[_K] = [entry]  # type: ignore[index]
+        else:
+            lst.append(entry)
+        if plan.incomplete and self.watch[stream]:
+            seen = self.attempted[stream]
+            if _K not in seen:  # fresh (Definition 2): complete every state on the path for this key
+                seen.add(_K)
+                self.complete_path(leaf, _K)
+        self.out = []
+        walk_up(leaf, _K, entry, self.emit)
+        self.next_id = self.seq
+        return [flatten(p) for _, p in self.out]
+
+    def describe(self, result: tuple[int, ...]) -> list[tuple[int, int, int]]:
+        """(stream index, row id, event time ms) of each tuple of a result."""
+        return [self.events[s] for s in result]
+
+    def oldest_ms(self) -> int | None:
+        return self.events[self.live[0]][2] if self.live else None
+
+    def incomplete(self) -> list[frozenset[int]]:
+        return [n.streams for n in self.plan.joins if not n.complete]
+
+
+def _watch(plan: Plan) -> list[list[Node]]:
+    """Per stream, the incomplete states its tuples probe on the way up (as ``JISC._switch`` lists them)."""
+    out = []
+    for leaf in plan.leaves:
+        path, node = [], leaf
+        while node.parent is not None:
+            if not node.sibling.complete:  # type: ignore[union-attr]
+                path.append(node.sibling)
+            node = node.parent
+        out.append(path)
+    return out
+
+
+# --- Spark ----------------------------------------------------------------------------------
+
+
+class JiscProcessor(StatefulProcessor):
+    """The ``StatefulProcessor``: one ``KeyEngine`` per key, pickled in a ValueState.
+
+    Input rows: ``stream`` (index into ``streams``), ``id`` (long), ``ms``
+    (event time, epoch milliseconds). Output rows: ``key``, ``epoch``, and per
+    stream ``<s>_id``, ``<s>_ms``.
+    """
+
+    def __init__(self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order) -> None:
+        self.streams = tuple(streams)
+        self.window_ms = int(window_ms)
+        self.control_path = str(control_path)
+        self.default_order = default_order
+        self.control: Control | None = None
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("jisc", StructType([StructField("blob", BinaryType(), False)]))
+        self.control = None  # read lazily, once per task (one partition of one micro-batch)
+
+    def _control(self) -> Control:
+        if self.control is None:
+            self.control = read_control(self.control_path, self.streams, self.default_order)
+        return self.control
+
+    def _load(self) -> KeyEngine | None:
+        if not self.state.exists():
+            return None
+        return KeyEngine.load(self.state.get()[0], self.streams, self.window_ms)
+
+    def _save(self, eng: KeyEngine) -> None:
+        want = eng.wake_at()
+        if eng.timer != want:
+            if eng.timer is not None:
+                self.handle.deleteTimer(eng.timer)
+            if want is not None:
+                self.handle.registerTimer(want)
+            eng.timer = want
+        if not eng.live and not eng.buffer:  # nothing held: every state is empty, the key starts afresh
+            self.state.clear()
+        else:
+            self.state.update((eng.dump(),))
+
+    def _run(self, key: Any, eng: KeyEngine, watermark: int) -> Iterator[Any]:
+        """Switch the key to the published plan if it is newer, process what the watermark allows, save."""
+        control = self._control()
+        if control.epoch > eng.epoch:
+            eng.switch(control.epoch, control.order)
+        results = eng.release(watermark)
+        self._save(eng)
+        if not results:
+            return
+        import pandas as pd
+
+        cols: dict[str, list] = {"key": [key] * len(results), "epoch": [eng.epoch] * len(results)}
+        for name in self.streams:
+            cols[f"{name}_id"] = []
+            cols[f"{name}_ms"] = []
+        for described in results:
+            for stream, row_id, ms in described:
+                cols[f"{self.streams[stream]}_id"].append(row_id)
+                cols[f"{self.streams[stream]}_ms"].append(ms)
+        yield pd.DataFrame(cols)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        watermark = timerValues.getCurrentWatermarkInMs()
+        eng = self._load()
+        if eng is None:
+            control = self._control()
+            eng = KeyEngine(self.streams, self.window_ms, control.order, control.epoch)
+        for df in rows:
+            for stream, row_id, ms in zip(df["stream"].tolist(), df["id"].tolist(), df["ms"].tolist()):
+                eng.offer(int(stream), int(row_id), int(ms), watermark)
+        yield from self._run(key[0], eng, watermark)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+        eng = self._load()
+        if eng is None:
+            return
+        if eng.timer == expiredTimerInfo.getExpiryTimeInMs():
+            eng.timer = None  # Spark deletes the fired timer itself
+        yield from self._run(key[0], eng, timerValues.getCurrentWatermarkInMs())
+
+    def close(self) -> None:
+        pass
+
+
+def jisc_join(
+    inputs: Mapping[str, DataFrame],
+    *,
+    key: str,
+    time: str,
+    window_ms: int,
+    control_path: str | os.PathLike[str],
+    order: Order | None = None,
+    id: str = "id",
+    watermark_delay: str = "0 seconds",
+) -> DataFrame:
+    """The streaming n-way windowed equi-join of ``inputs`` (stream name → streaming DataFrame).
+
+    Every input has the join column ``key`` (same type everywhere), an event
+    time column ``time`` (timestamp) and a long ``id`` that orders tuples
+    with equal times. ``order`` is the plan while ``control_path`` does not
+    exist (default: left-deep in the order of ``inputs``). Results: ``key``,
+    ``epoch``, and per stream ``<s>_id`` and ``<s>_time``. Run it with a
+    RocksDB state store (``build_session(state_store="rocksdb")``) and an
+    append-mode sink.
+    """
+    streams = list(inputs)
+    if len(streams) < 2:
+        raise ValueError(f"a join needs at least two input streams, got {streams}")
+    for name in streams:
+        if not name.isidentifier():
+            raise ValueError(f"stream names become column names and must be identifiers, got {name!r}")
+    if int(window_ms) <= 0:
+        raise ValueError(f"window_ms must be > 0, got {window_ms!r}")
+    default = normalise_order(order, streams) if order is not None else left_deep(streams)
+    read_control(control_path, streams, default)  # fail at build time on a bad file, naming it
+    tagged = [
+        df.select(
+            F.lit(i).cast("int").alias("stream"),
+            F.col(key).alias("key"),
+            F.col(id).cast("long").alias("id"),
+            F.col(time).alias("time"),
+            F.unix_millis(F.col(time)).alias("ms"),
+        ).withWatermark("time", watermark_delay)  # per input: the global watermark follows the slowest one
+        for i, (name, df) in enumerate(inputs.items())
+    ]
+    union = tagged[0]
+    for df in tagged[1:]:
+        union = union.unionByName(df)
+    key_type = union.schema["key"].dataType
+    fields = [StructField("key", key_type), StructField("epoch", LongType())]
+    for name in streams:
+        fields += [StructField(f"{name}_id", LongType()), StructField(f"{name}_ms", LongType())]
+    processor = JiscProcessor(streams, int(window_ms), str(control_path), default)
+    out = (
+        union.groupBy("key")
+        .transformWithStateInPandas(
+            statefulProcessor=processor,
+            outputStructType=StructType(fields),
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+    )
+    cols = [F.col("key"), F.col("epoch")]
+    for name in streams:
+        cols += [F.col(f"{name}_id"), F.timestamp_millis(F.col(f"{name}_ms")).alias(f"{name}_time")]
+    return out.select(*cols)
