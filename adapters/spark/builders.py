@@ -18,8 +18,9 @@ at-least-once producer) and ``distinct`` (drop such duplicates).
 
 Each builder also says, through ``genmig_hints``, how GenMig splits its
 results (``adapters/spark/genmig.py``): the *reference point* of a result (a
-Spark SQL expression over its columns: the instant it describes) and how
-many windows its inputs can spread over before that point.
+Spark SQL expression over its columns: the instant it describes), how
+many windows its inputs can spread over before that point, and whether its
+results are out on the watermark or as soon as their last input arrives.
 """
 
 from __future__ import annotations

@@ -31,8 +31,7 @@ streams are each bound to one of them); ``params.extra["reference_point"]``
 and ``["span_windows"]`` override both, and the defaults are ``window.end``
 and one. T_split then lies that many windows past the position. The
 builder's ``emits`` (``watermark`` or ``arrival``) says when the old run is
-done. Event
-times are seconds since the epoch.
+done. Event times are seconds since the epoch.
 
 Any plan change goes this way (``migrate``): new settings, another join
 order, a filter or a duplicate elimination added or removed. Each transition
@@ -216,7 +215,7 @@ class GenMigApplier:
     def resume(self, migration: Migration) -> None:
         """Continue a stored migration (running or draining) after a restart: both runs go on from their checkpoints."""
         with self._lock:
-            if migration.final or migration.state not in (RUNNING, DRAINING) or migration.t_split is None:
+            if migration.state not in (RUNNING, DRAINING) or migration.t_split is None:
                 raise ValueError(f"migration of {migration.query!r} is {migration.state}: only a running or draining "
                                  "migration with a split time can be resumed")
             facts = migration.facts
