@@ -76,7 +76,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from armd.migrations.join import JISC, EventLog, Plan, left_deep, normalise_order
-from armd.migrations.join.pipeline import Cursor, Node, Order, expire_event, flatten, walk_up
+from armd.migrations.join.pipeline import Cursor, Node, Order, expire_event, flatten, insert, walk_up
 
 __all__ = [
     "Control", "JiscProcessor", "KeyEngine", "jisc_join", "read_control", "write_control",
@@ -317,13 +317,7 @@ class KeyEngine(JISC):
         self.events[seq] = (stream, row_id, ms)
         self.live.append(seq)
         plan = self.plan
-        leaf = plan.leaves[stream]
-        entry = (seq, seq)
-        lst = leaf.state.get(_K)  # type: ignore[union-attr]
-        if lst is None:
-            leaf.state[_K] = [entry]  # type: ignore[index]
-        else:
-            lst.append(entry)
+        leaf, entry = insert(plan, seq, stream, _K)
         if plan.incomplete and self.watch[stream]:
             seen = self.attempted[stream]
             if _K not in seen:  # fresh (Definition 2): complete every state on the path for this key
