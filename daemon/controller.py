@@ -279,7 +279,8 @@ class Controller:
             if settings is None or not estimate or estimate <= 0:
                 continue
             # The estimate is the steady state: windows only hold it once they have been open for their size.
-            if now - self.changed_at.get(query, 0.0) < self._longest_window(query, settings):
+            # While a query migrates live, both plans hold state: no steady state to compare with either.
+            if now - self.changed_at.get(query, 0.0) < self._longest_window(query, settings) or query in self._open_migrations:
                 continue
             ratio = value / estimate
             off = not (1 / factor <= ratio <= factor)

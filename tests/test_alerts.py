@@ -348,6 +348,21 @@ def test_an_estimate_far_from_the_measurement_is_raised_only_once_the_windows_ar
     assert sink.events[0].details["ratio"] < 0.5
 
 
+def test_no_estimate_mismatch_while_the_query_migrates_live(controlled: Any) -> None:
+    controller, source, sink, now, store = controlled
+    controller.decide()
+    controller.apply()
+    window = max(controller.running["clicks_per_view"].windows.values()) * controller.config.model.time_unit_seconds
+    now[0] = AT + timedelta(seconds=window + 1)
+    controller._open_migrations["clicks_per_view"] = ({"id": 1}, {}, {})  # as a GenMig migration that still runs
+    source.next = Observation(AT, streams("clicks", "views", "orders"), [QueryMetrics("clicks_per_view", 1, 1)])
+    controller.observe()
+    assert sink.kinds() == []  # both plans hold state while it migrates: no steady state to compare with
+    del controller._open_migrations["clicks_per_view"]
+    controller.observe()
+    assert sink.kinds() == [("estimate_mismatch", "clicks_per_view")]
+
+
 def test_a_terminated_spark_query_is_an_error_alert(controlled: Any) -> None:
     controller, _, sink, _, store = controlled
     controller.query_terminated("clicks_per_view", "org.apache.spark.SparkException: Job aborted")
