@@ -75,8 +75,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from armd.migrations.join import JISC, EventLog, Plan, left_deep, normalise_order
-from armd.migrations.join.pipeline import Cursor, Node, Order, expire_event, flatten, insert, walk_up
+from armd.migrations.join import JISC, EventLog, left_deep, normalise_order
+from armd.migrations.join.pipeline import Cursor, Order, expire_event, flatten, insert, walk_up
+from armd.migrations.join.strategies import watch_paths
 
 __all__ = [
     "Control", "JiscProcessor", "KeyEngine", "jisc_join", "read_control", "write_control",
@@ -235,7 +236,7 @@ class KeyEngine(JISC):
             if node.streams in pend:
                 node.complete, node.pending = False, {_K}
                 plan.incomplete += 1
-        eng.watch = _watch(plan)
+        eng.watch = watch_paths(plan)
         eng.attempted = [({_K} if i in attempted else set()) for i in range(len(streams))]
         eng.events = events
         eng.live = deque(sorted(events))
@@ -339,17 +340,6 @@ class KeyEngine(JISC):
         return [n.streams for n in self.plan.joins if not n.complete]
 
 
-def _watch(plan: Plan) -> list[list[Node]]:
-    """Per stream, the incomplete states its tuples probe on the way up (as ``JISC._switch`` lists them)."""
-    out = []
-    for leaf in plan.leaves:
-        path, node = [], leaf
-        while node.parent is not None:
-            if not node.sibling.complete:  # type: ignore[union-attr]
-                path.append(node.sibling)
-            node = node.parent
-        out.append(path)
-    return out
 
 
 # --- Spark ----------------------------------------------------------------------------------

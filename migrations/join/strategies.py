@@ -291,17 +291,23 @@ class JISC(Strategy):
                 new.incomplete += 1
         self.plan = new
         self.attempted = [set() for _ in self.log.streams]
-        self.watch = []
-        for leaf in new.leaves:
-            path, node = [], leaf
-            while node.parent is not None:
-                if not node.sibling.complete:  # type: ignore[union-attr]
-                    path.append(node.sibling)
-                node = node.parent
-            self.watch.append(path)  # type: ignore[arg-type]
+        self.watch = watch_paths(new)
 
     def incomplete_states(self) -> list[Node]:
         return [n for n in self.plan.joins if not n.complete]
+
+
+def watch_paths(plan: Plan) -> list[list[Node]]:
+    """Per stream, the incomplete states its tuples probe on the way up: what a fresh tuple completes."""
+    out = []
+    for leaf in plan.leaves:
+        path, node = [], leaf
+        while node.parent is not None:
+            if not node.sibling.complete:  # type: ignore[union-attr]
+                path.append(node.sibling)  # type: ignore[arg-type]
+            node = node.parent
+        out.append(path)
+    return out
 
 
 def _may_hold(node: Node) -> set[Hashable]:
