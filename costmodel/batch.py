@@ -286,6 +286,9 @@ def _join(a, b, out, p, k) -> None:
     ``a`` and ``b`` are (d, l, g, size) tuples. A nested-loops join arrives here
     with one bucket per side and c_hash = 0 (set at compile time). Formula 9's
     growth term d_j/(2·d_i) is 0 when side j is empty; an empty side holds nothing.
+    Under the spark profile the join matches within the logical lengths and holds
+    for the retention plus the lag of join-fed inputs (``evaluate.spark_join``; which
+    inputs are join-fed is a per-node constant, ``fed_a``/``fed_b``).
     """
     da, la, ga, sa = a
     db, lb, _, sb = b
@@ -294,19 +297,30 @@ def _join(a, b, out, p, k) -> None:
     ra = np.divide(1.0, da, out=np.empty(shape))  # 0 for an empty side
     rb = np.divide(1.0, db, out=np.empty(shape))
     neither = True if ra.min() > 0.0 and rb.min() > 0.0 else (ra != 0.0) & (rb != 0.0)  # both non-empty
-    lsum = np.add(la, lb, out=np.empty(shape))
+    # The lengths the join matches within (formula 4, (13)); the states and probes use la, lb.
+    # spark (evaluate.spark_join): match within λ = max(l − (D + T + d), g) (0 for an empty side), hold
+    # for l + lag, lag = 2λ of the join-fed inputs (the larger); the output is λ' + D + T + d'.
+    ma, mb = la, lb
+    if k.window_extra is not None:
+        ma, mb = (np.where(d == _INF, 0.0, np.maximum(l - (k.window_extra + d), ga)) for d, l in ((da, la), (db, lb)))
+        lag = np.maximum(p["fed_a"] * (2.0 * ma), p["fed_b"] * (2.0 * mb))
+        la, lb = la + lag, lb + lag
+    lsum = np.add(ma, mb, out=np.empty(shape))
     # d' = d_a·d_b/((l_a + l_b)·sel) is ∞ when a side is empty (∞·x/y, and ∞/0 = ∞ for both);
     # l' = l_a·l_b/(l_a + l_b) is computed for non-empty pairs only (0/0 otherwise), then normalised.
     np.multiply(da, db, out=out_d)
     np.divide(out_d, lsum * p["sel"], out=out_d)
     if neither is True:
-        np.multiply(la, lb, out=out_l)
+        np.multiply(ma, mb, out=out_l)
         np.divide(out_l, lsum, out=out_l)
     else:
         out_l[...] = 0.0
-        np.multiply(la, lb, out=out_l, where=neither)
+        np.multiply(ma, mb, out=out_l, where=neither)
         np.divide(out_l, lsum, out=out_l, where=neither)
     _normalise(out_d, out_l)
+    if k.window_extra is not None:
+        out_l += k.window_extra + out_d
+        _normalise(out_d, out_l)
     out_g[...] = ga
     if out_size is not None:
         out_size[...] = sa + sb
@@ -417,7 +431,7 @@ class _Constants:
             setattr(self, name, value)
         k = constants
         self.profile = profile
-        # spark: a time window holds its elements for w + D + T + d (evaluate.retention_extra)
+        # spark: a time window holds its elements for w + D + T + d (evaluate.retention_extra); joins: _join
         self.window_extra = None if profile == "paper" else k.watermark_delay + k.trigger_interval
         self.c_update = k.C_O + k.C_U  # (17)
         self.c_new_sparse = k.C_L + k.C_I  # (18), d ≥ l
@@ -558,13 +572,20 @@ def _shift(index: slice | np.ndarray, offset: int) -> slice | np.ndarray:
 
 
 _TABLES = {
-    "join": ("sel", "per_arrival", "equal_buckets", "probe_a", "probe_b", "result", "pair"),
+    "join": ("sel", "per_arrival", "equal_buckets", "probe_a", "probe_b", "result", "pair", "fed_a", "fed_b"),
     "select": ("sel",),
     "project": ("size",),
     "window": ("c",),
     "aggregate": ("groups", "agg_size"),
 }
 """Operator → the per-node constants in the columns of a block's table (see ``_Group.table``)."""
+
+
+def _join_fed(position: int, ordered: list, ins: list) -> bool:
+    """``evaluate.join_fed`` on compiled positions: a join's output, directly or through projections and selections."""
+    while ordered[position].op in ("project", "select"):
+        position = ins[position][0]
+    return ordered[position].op == "join"
 
 
 def _params(op: str, table: np.ndarray | None, k: _Constants) -> dict:
@@ -585,7 +606,11 @@ def _params(op: str, table: np.ndarray | None, k: _Constants) -> dict:
 
     if op == "join":
         params = {"sel": column("sel"), "per_arrival": column("per_arrival")}
-        equal = table[:, 2:3] == 1.0  # equal bucket counts: (12) + (13) per pair and unit of l_a + l_b
+        # equal bucket counts: (12) + (13) per pair and unit of l_a + l_b; not under spark, where a
+        # join probes its held lengths and counts results over the matched ones
+        equal = table[:, 2:3] == 1.0 if k.window_extra is None else np.zeros((len(table), 1), dtype=bool)
+        if k.window_extra is not None:
+            params.update(fed_a=column("fed_a"), fed_b=column("fed_b"))  # 1: the input is a join's output
         if equal.any():
             params["pair"] = column("pair")
         if not equal.all():
@@ -1101,6 +1126,7 @@ class BatchPlan:
                 k.C_P / b,
                 result,
                 probe_a + result,  # (12) + (13) per pair and unit of l_a + l_b, when a = b
+                *(_column([float(_join_fed(p, ordered, ins)) for p in inputs]) for inputs in zip(*group_inputs)),
             ]
         elif op == "select":
             columns = [_column([node.sel for node in group_nodes])]

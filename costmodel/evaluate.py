@@ -19,7 +19,8 @@ from .plan import Node, PlanSet
 
 PROFILES = ("paper", "spark")
 """Engine profiles: ``paper`` is paper 001's PIPES model exactly; ``spark`` keeps a time window's elements
-for its size plus the time until Spark's watermark passes them (see ``retention_extra``)."""
+for its size plus the time until Spark's watermark passes them (see ``retention_extra``), and a join
+matches within the logical lengths while it holds for the retention (see ``spark_join``)."""
 
 
 def retention_extra(profile: str, constants: CostConstants, d: float) -> float:
@@ -45,6 +46,52 @@ def spark_retention(validity: float, delay: float, trigger: float, d: float) -> 
     ``retention_extra`` and ``adapters/spark/mapping.py`` both use it.
     """
     return validity + delay + trigger + (d if math.isfinite(d) else 0.0)
+
+
+def join_fed(plan: PlanSet, node_id: str) -> bool:
+    """Whether the node is a join's output, directly or through projections and selections (which pass
+    Spark's watermark on unchanged): a join reading it is join-fed (``spark_join``)."""
+    node = plan.nodes[node_id]
+    while node.op in ("project", "select"):
+        node = plan.nodes[node.inputs[0]]
+    return node.op == "join"
+
+
+def spark_join(a: NodeEstimate, b: NodeEstimate, fed: tuple[bool, bool], sel: float, buckets: tuple[float, float],
+               nested: bool, k: CostConstants) -> tuple[Stream, f.Cost]:
+    """A join under the ``spark`` profile: it matches within the logical lengths and holds for the retention.
+
+    In this profile a stream's l is the time its elements are held: the
+    logical validity λ plus D + T + d (``spark_retention``, d the stream's
+    own inter-arrival time), as a time window gives it. Spark's range join
+    matches within the logical range only, so the join takes λ = l − (D + T + d)
+    (at least one granule g; up to the window's rounding it is the window's
+    ⌊(w + 1)/g⌋·g) and computes its output (formula 4) and result cost (13)
+    from the λ's. Its output gets the same form: l' = λ' + D + T + d'.
+
+    A join fed by a join (``fed``: its input is a join's output, directly or
+    through projections and selections): the first join's results carry an event time up to
+    its range before the newest input (Spark delays the watermark after a
+    range join by the range), so the second join's watermark lags its inputs'
+    by that range, and both its sides hold their elements that much longer.
+    The range of a join result of logical validity λ' = λ_a·λ_b/(λ_a + λ_b) is
+    2λ' (the range itself when both windows are equal, their harmonic mean
+    otherwise); with two join-fed inputs the larger lag counts. The states
+    (formula 9) and the probes (12) use the held lengths l + lag. For
+    (a ⋈ b) ⋈ c with windows R that keeps c's rows 2R + D + T + 1/r and the
+    first join's results R/2 + R + D + T, as measured (``three_way_join_rows``
+    in adapters/spark/mapping.py keeps these 1.75·R + D + T + 1/r: Spark's
+    builder stamps a result with a's time, the model with the intersection).
+    """
+    logical = [0.0 if s.out.is_empty else max(s.out.l - spark_retention(0.0, k.watermark_delay, k.trigger_interval, s.out.d), s.out.g)
+               for s in (a, b)]
+    lag = max((2.0 * m for is_fed, m in zip(fed, logical) if is_fed), default=0.0)
+    out = f.join_output(Stream(a.out.d, logical[0], a.out.g), Stream(b.out.d, logical[1], b.out.g), sel)
+    if not out.is_empty:
+        out = Stream(out.d, out.l + spark_retention(0.0, k.watermark_delay, k.trigger_interval, out.d), out.g)
+    held_a, held_b = (Stream(s.out.d, s.out.l + lag, s.out.g) for s in (a, b))
+    cost = f.join_cost(held_a, held_b, sel, a.size, b.size, *buckets, nested, k, matched=(logical[0], logical[1]))
+    return out, cost
 
 
 @dataclass(frozen=True)
@@ -123,8 +170,12 @@ def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet, profile
     elif op == "join":
         a, b = inputs
         buckets = node.buckets or (k.buckets, k.buckets)
-        out = f.join_output(a.out, b.out, node.sel)
-        cost = f.join_cost(a.out, b.out, node.sel, a.size, b.size, *buckets, node.kind == "nested", k)
+        if profile == "spark":
+            fed = (join_fed(plan, node.inputs[0]), join_fed(plan, node.inputs[1]))
+            out, cost = spark_join(a, b, fed, node.sel, buckets, node.kind == "nested", k)
+        else:
+            out = f.join_output(a.out, b.out, node.sel)
+            cost = f.join_cost(a.out, b.out, node.sel, a.size, b.size, *buckets, node.kind == "nested", k)
         size = a.size + b.size
     else:  # pragma: no cover - parse_plan admits only the operators above
         raise AssertionError(op)

@@ -184,12 +184,15 @@ def join_cost(
     buckets_b: float,
     nested: bool,
     k: CostConstants,
+    matched: tuple[float, float] | None = None,
 ) -> Cost:
     """Formulas 9–14: symmetric hash join; nested loops is one bucket per side and a free hash.
 
     Formula 9's term d_j/(2·d_i) is the growth of side i between two purges
     triggered by side j; when side j is empty, purging is driven by heartbeats
-    (§2.4.4) and that term is 0.
+    (§2.4.4) and that term is 0. ``matched`` are the lengths the results are
+    counted with in (13), l_a and l_b unless given (the ``spark`` profile
+    holds elements longer than they match, see ``evaluate.spark_join``).
     """
     if nested:
         buckets_a = buckets_b = 1.0
@@ -208,7 +211,8 @@ def join_cost(
     arrivals = ra + rb
     insert = arrivals * (c_hash + k.C_B + k.C_R)  # (11)
     probe = ra * rb * (b.l / buckets_b + a.l / buckets_a) * k.C_P + arrivals * c_hash  # (12)
-    result = sel * (a.l + b.l) * ra * rb * k.C_F  # (13)
+    match_a, match_b = (a.l, b.l) if matched is None else matched
+    result = sel * (match_a + match_b) * ra * rb * k.C_F  # (13)
     reorg = arrivals * (2.0 * k.C_E + k.C_B + k.C_R)  # (14)
     return Cost(memory, insert + probe + result + reorg)  # (10)
 

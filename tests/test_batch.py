@@ -660,7 +660,8 @@ def restricted_plan(plan: PlanSet, names: list[str]) -> PlanSet:
     )
 
 
-def assert_subset_equals_compiled(batch: BatchPlan, chosen, w=None, g=None, stream_d=None, exact_sums=False):
+def assert_subset_equals_compiled(batch: BatchPlan, chosen, w=None, g=None, stream_d=None, exact_sums=False,
+                                  profile: str = "paper"):
     """batch.subset(chosen) against BatchPlan.compile of the restricted plan, and against batch itself.
 
     Overrides are given in batch's node order (and for all of its streams). Per-node results must be
@@ -669,7 +670,7 @@ def assert_subset_equals_compiled(batch: BatchPlan, chosen, w=None, g=None, stre
     sub = batch.subset(np.asarray(chosen, dtype=np.intp))
     names = [batch.query_names[i] for i in chosen]
     expected_plan = restricted_plan(batch.plan, names)
-    ref = BatchPlan.compile(expected_plan)
+    ref = BatchPlan.compile(expected_plan, profile)
 
     # the public attributes of a compiled plan, for the kept nodes and queries
     assert sub.query_names == tuple(names) == ref.query_names
@@ -752,6 +753,20 @@ def test_subset_equals_compiling_the_restricted_plan_on_section54():
                                       stream_d=stream_d[:, 1])
                 for field in NODE_FIELDS + SUM_FIELDS:
                     assert np.array_equal(np.asarray(getattr(got, field))[..., 1], getattr(single, field)), field
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan_documents(max_depth=4, max_queries=5), st.integers(0, 2**32 - 1), st.floats(0, 50), st.floats(0, 20))
+def test_subset_equals_compiling_the_restricted_plan_with_the_spark_profile(doc, seed, delay, trigger):
+    """A spark-profile subset re-derives its joins' constants (which inputs are join-fed) as a compilation would."""
+    doc = {**doc, "constants": {**doc.get("constants", {}), "watermark_delay": delay, "trigger_interval": trigger}}
+    batch = BatchPlan.compile(parse_plan(doc), "spark")
+    rng = np.random.default_rng(seed)
+    q = len(batch.query_names)
+    chosen = np.sort(rng.choice(q, int(rng.integers(1, q + 1)), replace=False))
+    assert_subset_equals_compiled(batch, chosen, profile="spark")
+    w, g, stream_d = random_overrides(batch, rng, 3)
+    assert_subset_equals_compiled(batch, chosen, w, g, stream_d, profile="spark")
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -112,3 +112,49 @@ def test_three_way_join_mapping_by_hand():
     # 10/s per stream, 5 keys, span 2 s, D = T = 1 s: first join 2·10·4.1 = 82 rows; it emits 10·10·4/5 = 80
     # results/s, each kept 1.75·2 + 2.1 = 5.6 s (448 rows); c's rows 10·(4 + 2.1) = 61. Spark measured 613.
     assert mapping.three_way_join_rows((10, 10, 10), 2, 1, 1, keys=5) == pytest.approx(82 + 448 + 61)
+
+
+def test_three_way_join_matches_within_the_window_and_holds_for_the_retention_and_the_lag():
+    # (a ⋈ b) ⋈ c, 10 elements/s per stream (d = 100 ms), windows 2 s, D = T = 1 s, sel 0.2 per join, 1 byte each.
+    # Windows: validity floor(2000 + 1000 + 1000 + 100 + 1) = 4101 (held), logical λ = 4101 − (1000 + 1000 + 100) = 2001.
+    # j1 holds per side ceil(4101/100) + 100/(2·100) = 42.5 -> 85 (two-way rule, unchanged). It matches within the
+    # λ's: d' = 100·100/((2001 + 2001)·0.2) = 12.49375… ms (80 results/s, not (4101 + 4101)·0.2/100² = 164/s);
+    # λ' = 2001·2001/4002 = 1000.5, held l' = λ' + D + T + d' = 3012.99375…; result cost (13) over the λ's.
+    d1 = 100 * 100 / (4002 * 0.2)
+    # j2 is join-fed: its watermark lags by j1's range 2λ' = 2001, so both sides hold 2001 longer.
+    # j1's side: ceil((3012.99 + 2001)/12.49) = ceil(401.3) = 402, plus 100/(2·12.49375) = 4.002, at 1 + 1 bytes;
+    # c's side: ceil((4101 + 2001)/100) = ceil(61.02) = 62, plus 12.49375/(2·100) = 0.0625, at 1 byte.
+    j2_memory = (402 + 100 / (2 * d1)) * 2 + (62 + d1 / 200)
+    # j2's output: λ_ab = 1000.5 and λ_c = 2001: d'' = d'·100/(3001.5·0.2), λ'' = 1000.5·2001/3001.5 = 667.
+    d2 = d1 * 100 / (3001.5 * 0.2)
+    lower = {"op": "join", "id": "j1", "sel": 0.2, "inputs": [
+        _window("wa", 2000, _source("a")), _window("wb", 2000, _source("b"))]}
+    query = {"op": "join", "id": "j2", "sel": 0.2, "inputs": [lower, _window("wc", 2000, _source("c"))]}
+    plan = _plan({"a": 100, "b": 100, "c": 100}, query, 1000, 1000)
+    spark = estimate(plan, "spark")
+    assert spark.nodes["wa"].out.l == pytest.approx(4101)
+    assert spark.nodes["j1"].memory == pytest.approx(85)
+    assert spark.nodes["j1"].out.d == pytest.approx(d1)
+    assert spark.nodes["j1"].out.l == pytest.approx(1000.5 + 2000 + d1)
+    # CPU with the default constants (1 each, 64 buckets), arrivals 2/100 per ms: insert 0.02·3, probe
+    # 0.01²·(4101/64)·2 + 0.02, result 0.2·(2001 + 2001)·0.01² (the λ's, not the held 4101's), reorg 0.02·4.
+    assert spark.nodes["j1"].cpu == pytest.approx(0.06 + (1e-4 * 4101 / 64 * 2 + 0.02) + 0.2 * 4002 * 1e-4 + 0.08)
+    assert spark.nodes["j2"].memory == pytest.approx(j2_memory)
+    assert spark.nodes["j2"].out.d == pytest.approx(d2)
+    assert spark.nodes["j2"].out.l == pytest.approx(667 + 2000 + d2)
+    _agrees(plan, "spark")
+    _agrees(plan, "paper")
+    # A projection (here to one byte, so that a j1 result counts as one state row) passes the lag on:
+    # j2 then holds 406.002 + 62.0625 rows, 553.06 with j1's 85. Spark's mapping (three_way_join_rows, which
+    # stamps a result with a's time and so keeps it R/4 longer) says 591; Spark measured 613.
+    rows = {"op": "project", "id": "r1", "size": 1, "inputs": [lower]}
+    plan = _plan({"a": 100, "b": 100, "c": 100}, {**query, "inputs": [rows, query["inputs"][1]]}, 1000, 1000)
+    spark = estimate(plan, "spark")
+    assert spark.nodes["j2"].memory == pytest.approx(402 + 100 / (2 * d1) + 62 + d1 / 200)
+    assert spark.total.memory == pytest.approx(85 + 402 + 100 / (2 * d1) + 62 + d1 / 200)
+    assert mapping.three_way_join_rows((10, 10, 10), 2, 1, 1, keys=5) == pytest.approx(591)
+    _agrees(plan, "spark")
+    # The paper profile is untouched: j2 holds the intersection validity 1000.5 of j1's results, no lag.
+    paper = estimate(plan, "paper")
+    assert paper.nodes["j1"].out.l == pytest.approx(1000.5)
+    assert paper.nodes["j1"].out.d == pytest.approx(d1)
