@@ -6,7 +6,8 @@ each at two settings, run to steady state on local Spark with the
 ``armd-synthetic`` source in simulated time (every micro-batch covers one
 trigger interval of event time). Predicted state rows come from the cost
 model (``estimate(plan, "spark")``) on a plan document of the shape with
-one byte per element, so that its memory estimate counts elements. Measured
+one byte per element (a join result too: a projection to one byte over the
+first join of the three-way one), so that its memory estimate counts rows. Measured
 rows and bytes are Spark's numRowsTotal and memoryUsedBytes averaged over
 the batches after the windows have filled. Predicted bytes are the
 predicted rows times the bytes per row measured at the shape's *other*
@@ -85,6 +86,8 @@ class Case:
             query = {"op": "join", "id": "j", "sel": 1 / KEYS, "inputs": [window("a", "wa"), window("b", "wb")]}
         else:
             lower = {"op": "join", "id": "j1", "sel": 1 / KEYS, "inputs": [window("a", "wa"), window("b", "wb")]}
+            # a result of the first join is one row of the second join's state: one byte, not 1 + 1
+            lower = {"op": "project", "id": "r1", "size": 1, "inputs": [lower]}
             query = {"op": "join", "id": "j2", "sel": 1 / KEYS, "inputs": [lower, window("c", "wc")]}
         return {"streams": streams, "constants": constants, "queries": {"q": query}}
 

@@ -107,7 +107,7 @@ class Scenario:
                            join_order=variant.join_order, extra=extra)
 
     def plan(self, variant: Variant) -> dict[str, Any]:
-        """The variant as a cost-model plan in milliseconds, one byte per element, for ``estimate(…, "spark")``."""
+        """The variant as a cost-model plan in milliseconds, one byte per element (join results too), for ``estimate(…, "spark")``."""
         ms = 1000.0
         duplicated = 1 + float(self.extra.get("duplicate_fraction", 0.0))
         streams = {name: {"d": ms / (rate * duplicated), "g": 1, "size": 1} for name, rate in self.rates.items()}
@@ -124,8 +124,8 @@ class Scenario:
         else:
             order = list(variant.join_order or self.rates)
             query = {"op": "join", "sel": 1 / KEYS, "inputs": [window(order[0]), window(order[1])]}
-            if self.shape == "join3":
-                query = {"op": "join", "sel": 1 / KEYS, "inputs": [query, window(order[2])]}
+            if self.shape == "join3":  # a first-join result is one row of the second join's state: one byte, not 1 + 1
+                query = {"op": "join", "sel": 1 / KEYS, "inputs": [{"op": "project", "size": 1, "inputs": [query]}, window(order[2])]}
         constants = {"aggregate_size": 1, "watermark_delay": DELAY * ms, "trigger_interval": BATCH * ms}
         return {"streams": streams, "constants": constants, "queries": {"q": query}}
 
