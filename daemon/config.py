@@ -30,6 +30,7 @@ from armd.costmodel.calibration import Calibration, CalibrationError, calibrated
 from armd.costmodel.evaluate import PROFILES
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan
 from armd.policies.guardrails import Guardrails
+from armd.policies.join_order import SHAPES
 from armd.policies.problem import Bounds, Problem
 from armd.policies.qos import QoSError, QueryQoS
 from armd.policies.registry import make_policy
@@ -119,6 +120,22 @@ class SinkConfig:
 
 
 @dataclass(frozen=True)
+class JoinOrderConfig:
+    """Join reordering of one multi-way join run by JISC on Spark (``[managed.NAME.join_order]``)."""
+
+    control: str
+    """The control file: the daemon writes the join order there, the query reads it at every micro-batch."""
+    order: tuple[str, ...]
+    """The left-deep order the query starts with: its streams, the first two joined first."""
+    margin: float = 0.2
+    """A new order must cost less than (1 − margin) × the running one's estimated CPU."""
+    cooldown_seconds: float = 60.0
+    """Least time between two join-order migrations of the query."""
+    shape: str = "left-deep"
+    """Orders the policy considers: ``left-deep`` or ``bushy``."""
+
+
+@dataclass(frozen=True)
 class ManagedQueryConfig:
     """How the Spark adapter runs one plan query (``[managed.NAME]``)."""
 
@@ -136,6 +153,8 @@ class ManagedQueryConfig:
     """Anything else the builder reads from ``params.extra``."""
     streams: tuple[str, ...] = ()
     """Plan stream of each of the query's Spark sources, in Spark's order; only for sources other than ``armd-synthetic``."""
+    join_order: JoinOrderConfig | None = None
+    """For a multi-way join run by JISC (builder ``multiway_join``): how the daemon chooses its join order."""
 
 
 @dataclass(frozen=True)
@@ -327,7 +346,8 @@ class Config:
             "metrics": _fields(self.metrics),
             "managed": {
                 name: {**_fields(m), "sink": {k: v for k, v in _fields(m.sink).items() if v is not None},
-                       "nodes": dict(m.nodes), "params": dict(m.params)}
+                       "nodes": dict(m.nodes), "params": dict(m.params),
+                       "join_order": _fields(m.join_order) if m.join_order else None}
                 for name, m in self.managed.items()
             },
             "alerts": [
@@ -584,12 +604,15 @@ class _Loader:
         store = self.store(top.table("store", ("url", "retention_days", "connect_retries", "connect_backoff_seconds")))
         alerts = tuple(self.alert(i, raw) for i, raw in enumerate(top.tables("alerts")))
         source = self.source(top.table("source", ("kind", "seed", "streams")), plan, model)
-        managed = self.managed(top, plan, source.kind)
+        spark = self.spark(top.table("spark", ("master", "app_name", "conf", "checkpoint_dir", "state_store", "migration")))
+        managed = self.managed(top, plan, source.kind, spark)
+        qos = self.queries(top, plan)
+        self.fixed_join_windows(top, managed, qos)
         return Config(
             path=self.file,
             store=store,
             model=model,
-            spark=self.spark(top.table("spark", ("master", "app_name", "conf", "checkpoint_dir", "state_store", "migration"))),
+            spark=spark,
             bounds=self.bounds(top.table("bounds", ("memory_bytes", "cpu", "reserve"))),
             policy=self.policy(top.table("policy", ("name", "params"))),
             guardrails=self.guardrails(
@@ -603,7 +626,7 @@ class _Loader:
             alerts=alerts,
             plan_doc=plan_doc,
             plan=plan,
-            qos=self.queries(top, plan),
+            qos=qos,
             secrets=self.secrets(store, alerts, managed),
             alerting=self.alerting(top.table("alerting", ("dedup_seconds", "queue_size", "stale_intervals", "estimate_factor"))),
             metrics=self.metrics(top.table("metrics", ("enabled", "port", "address"))),
@@ -676,7 +699,7 @@ class _Loader:
             t.string("state_store", "hdfs", STATE_STORES), t.string("migration", "naive-restart", MIGRATIONS),
         )
 
-    def managed(self, top: _Table, plan: PlanSet, kind: str) -> dict[str, ManagedQueryConfig]:
+    def managed(self, top: _Table, plan: PlanSet, kind: str, spark: SparkConfig) -> dict[str, ManagedQueryConfig]:
         raw = top.mapping("managed")
         if kind != "spark":
             if raw:
@@ -686,13 +709,14 @@ class _Loader:
         if missing:
             raise top.error(("managed", missing[0]), 'missing; with source.kind = "spark" every plan query needs [managed.NAME] '
                             f'with builder = "module:function" (queries without one: {_listing(missing)})')
-        return {name: self.managed_query(name, spec, plan) for name, spec in raw.items()}
+        return {name: self.managed_query(name, spec, plan, spark) for name, spec in raw.items()}
 
-    def managed_query(self, name: str, raw: Any, plan: PlanSet) -> ManagedQueryConfig:
+    def managed_query(self, name: str, raw: Any, plan: PlanSet, spark: SparkConfig) -> ManagedQueryConfig:
         if name not in plan.queries:
             raise ConfigError(self.file, ("managed", name), f"not a query of the plan; plan queries: {_listing(plan.queries)}")
         t = _Table(self.file, ("managed", name), raw,
-                   ("builder", "sink", "output_mode", "trigger_seconds", "watermark_delay_seconds", "nodes", "params", "streams"))
+                   ("builder", "sink", "output_mode", "trigger_seconds", "watermark_delay_seconds", "nodes", "params", "streams",
+                    "join_order"))
         builder = t.string("builder")
         from armd.adapters.spark.managed import load_builder  # imports pyspark: only for Spark configurations
 
@@ -713,7 +737,37 @@ class _Loader:
             builder, self.sink(name, t), t.string("output_mode", "append", OUTPUT_MODES),
             t.number("trigger_seconds", 1.0, POSITIVE), t.number("watermark_delay_seconds", 0.0, NON_NEGATIVE),
             dict(nodes), dict(t.mapping("params")), tuple(streams),
+            self.join_order(name, t, plan, spark) if "join_order" in t.raw else None,
         )
+
+    def join_order(self, query: str, managed: _Table, plan: PlanSet, spark: SparkConfig) -> JoinOrderConfig:
+        t = managed.table("join_order", ("control", "order", "margin", "cooldown_seconds", "shape"))
+        if spark.state_store != "rocksdb":
+            raise t.error((), 'a JISC join runs on transformWithStateInPandas, which needs [spark] state_store = "rocksdb" '
+                              f"(it is {spark.state_store!r})")
+        streams = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+        if len(streams) < 2 or not all(s.isidentifier() for s in streams):
+            raise t.error((), f"query {query!r} must read at least two streams whose names are identifiers "
+                              f"(they become column names), it reads {_listing(streams)}")
+        order = t.value("order", streams, f"a list of the query's streams ({_listing(streams)}), each once")
+        if not (isinstance(order, list) and sorted(order) == sorted(streams) and len(set(order)) == len(order)):
+            raise t.error(("order",), f"expected a list of the query's streams ({_listing(streams)}), each once, got {_show(order)}")
+        return JoinOrderConfig(
+            t.string("control", f"{spark.checkpoint_dir}/{query}.join-order.json"), tuple(order),
+            t.number("margin", 0.2, UNIT_CLOSED_OPEN), t.number("cooldown_seconds", 60.0, NON_NEGATIVE),
+            t.string("shape", "left-deep", SHAPES),
+        )
+
+    def fixed_join_windows(self, top: _Table, managed: Mapping[str, ManagedQueryConfig], qos: Mapping[str, QueryQoS]) -> None:
+        """A JISC join keeps its window: armd changes its join order, not its window size."""
+        for name, m in managed.items():
+            spec = qos.get(name)
+            if m.join_order is None or spec is None:
+                continue
+            for key, pair in ((("window",), spec.window), *((("windows", n), p) for n, p in spec.windows.items())):
+                if pair is not None and pair[0] != pair[1]:
+                    raise top.error(("queries", name, *key), f"{name!r} is a JISC join ([managed.{name}.join_order]), whose window "
+                                    f"armd does not change: give a fixed window [w, w] or none, got [{pair[0]:g}, {pair[1]:g}]")
 
     def sink(self, query: str, managed: _Table) -> SinkConfig:
         raw = managed.raw.get("sink", {"kind": "parquet"})

@@ -41,9 +41,12 @@ import numpy as np
 
 from armd.adapters.store import StoreUnavailable
 from armd.migrations.genmig import Migration
+from armd.migrations.join import order_text
 from armd.policies.admission import admit
 from armd.policies.base import PolicyInput
 from armd.policies.guardrails import Guarded, Running, guard
+from armd.policies.join_order import JoinOrderState, JoinStats
+from armd.policies.join_order import decide as decide_join_order
 from armd.policies.problem import Problem
 from armd.policies.registry import make_policy
 from armd.policies.staging import Staging, stage
@@ -52,8 +55,8 @@ from armd.policies.triggers import RateTracker, decision_due
 
 from .config import Config
 from .metrics import NoMetrics
-from .ports import (AlertSink, Applier, DecisionRecord, EstimateRow, EventRecord, NodeRow, Observation, QueryRow, QuerySettings,
-                    StatsSource, Store, StreamRow)
+from .ports import (AlertSink, Applier, DecisionRecord, EstimateRow, EventRecord, JoinOrders, NodeRow, Observation, QueryRow,
+                    QuerySettings, StatsSource, Store, StreamRow)
 
 STORE_RETRY_SECONDS = 1.0
 """While the store is down, writing the backlog is tried again at most this often, so the steps keep their pace."""
@@ -85,8 +88,11 @@ class Controller:
         log: Any,
         clock: Callable[[], datetime] = utcnow,
         metrics: Any = None,
+        join_orders: JoinOrders | None = None,
     ) -> None:
         self.store, self.source, self.applier, self.alerts, self.log, self.clock = store, source, applier, alerts, log, clock
+        self.join_orders = join_orders
+        self._join_order_states: dict[str, JoinOrderState] = {}
         self.metrics = metrics if metrics is not None else NoMetrics()
         self.started = clock()
         self.counters: Counter[str] = Counter()
@@ -358,6 +364,7 @@ class Controller:
             self.admit_new()
         at = self.clock()
         now = self._units(at)
+        self._reorder_joins(at, now)
         trigger = decision_due(self.tracker, self._queries_changed, self._bounds_changed)
         moved = self.selectivities.drifted()
         if moved:
@@ -383,6 +390,64 @@ class Controller:
             self.last_decision_at = now
             return
         self._decide(at, now, trigger)
+
+    def _reorder_joins(self, at: datetime, now: float) -> None:
+        """For every running JISC join: publish a cheaper join order when the join-order policy proposes one.
+
+        Publishing is the whole migration: the query switches each key at its
+        next tuple (JISC), so it is recorded as started and finished at once.
+        """
+        if self.join_orders is None:
+            return
+        d = dict(zip(self.stream_names, self.current_d()))
+        for query in self.join_orders.queries():
+            settings = self.running.get(query)
+            if query not in self.admitted or settings is None:
+                continue
+            managed = self.config.managed[query].join_order
+            rates = {s: 1.0 / d[s] for s in managed.order}
+            if not all(r > 0 for r in rates.values()):
+                continue  # a stream that delivered nothing lately: no rate to compare orders on
+            try:
+                epoch, current = self.join_orders.current(query)
+                stats = self._join_stats(query, settings, rates)
+                outcome = decide_join_order(
+                    current, stats, now, self._join_order_states.get(query), margin=managed.margin,
+                    cooldown=managed.cooldown_seconds / self.config.model.time_unit_seconds, shape=managed.shape,
+                    constants=self.config.plan.constants)
+                if not outcome.migrate:
+                    continue
+                self.join_orders.publish(query, epoch + 1, outcome.order)
+            except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
+                self._fail("join_order_failed", f"choosing the join order of {query!r} failed: {exc}", query, exc)
+                continue
+            self._join_order_states[query] = outcome.state
+            details = {"old_order": current, "new_order": outcome.order, "epoch": epoch + 1, "reason": outcome.reason,
+                       "current_cost": outcome.current_cost, "best_cost": outcome.best_cost,
+                       "rates": dict(stats.rates), "selectivity": stats.default_selectivity}
+            details = _json_safe(details)
+
+            def record(q: str = query, d: dict[str, Any] = details) -> None:
+                row = self.store.record_migration(q, "jisc", "done", at, details=d)
+                self.store.update_migration(row, "done", at, finished=True)
+
+            self._record("migration", record)
+            self.metrics.migration("done")
+            self._event("join_order_changed", "info", f"join order of {query!r} changed to {order_text(outcome.order)} "
+                        f"(epoch {epoch + 1}, JISC): {outcome.reason}", query, details)
+
+    def _join_stats(self, query: str, settings: QuerySettings, rates: dict[str, float]) -> JoinStats:
+        """The rates given, the query's window and its joins' selectivity (measured when reported, else the plan's)."""
+        plan, streams = self.config.plan, list(rates)
+        window = self._longest_window(query, settings)
+        joins = [n for n in plan.query_nodes(query) if plan.nodes[n].op == "join" and plan.nodes[n].sel is not None]
+        sels = [min(1.0, self.selectivities.smoothed.get(n, plan.nodes[n].sel)) for n in joins]
+        selectivity = math.exp(sum(math.log(x) for x in sels) / len(sels)) if sels else 1.0
+        return JoinStats(
+            rates=rates, windows={s: window for s in streams},
+            default_selectivity=selectivity, sizes={s: plan.streams[s].size for s in streams},
+            granularity=min(plan.streams[s].g for s in streams),
+        )
 
     def _decide(self, at: datetime, now: float, trigger: str) -> None:
         problem, bounds, rails = self.problem, self.config.bounds, self.rails

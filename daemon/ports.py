@@ -1,7 +1,8 @@
 """The narrow interfaces the control loop talks through.
 
 The controller (``daemon/controller.py``) only ever sees these: a statistics
-source, an applier, a metadata store and an alert sink. The entry point
+source, an applier, a metadata store, an alert sink and, for multi-way joins
+run by JISC, a join-order publisher. The entry point
 wires concrete ones (the synthetic source or Spark, the SQL store, the hooks
 of the configuration); tests wire recording ones. Records are plain frozen
 dataclasses so every port can be implemented without importing the others.
@@ -132,6 +133,27 @@ class Applier(Protocol):
 
     def apply(self, query: str, old: QuerySettings | None, new: QuerySettings) -> str:
         """Apply ``new`` to ``query``; returns the migration strategy used. Raises on failure."""
+        ...
+
+
+class JoinOrders(Protocol):
+    """Where the daemon publishes the join order of the multi-way joins JISC runs (a control file on Spark).
+
+    An order is a stream name or a pair of orders (``migrations.join``).
+    The running query reads the published plan at every micro-batch and
+    switches each key lazily (JISC), so publishing is the whole migration.
+    """
+
+    def queries(self) -> Sequence[str]:
+        """The queries whose join order the daemon chooses."""
+        ...
+
+    def current(self, query: str) -> tuple[int, Any]:
+        """The plan in force: (epoch, order); epoch 0 and the configured order until one was published."""
+        ...
+
+    def publish(self, query: str, epoch: int, order: Any) -> None:
+        """Put ``order`` into force under ``epoch`` (larger than the current one). Raises on failure."""
         ...
 
 

@@ -124,9 +124,27 @@ def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[
         extra = {"sources": {stream: options(stream) for stream in dict.fromkeys(streams)},
                  "delay_seconds": managed.watermark_delay_seconds, "trigger_seconds": managed.trigger_seconds,
                  "nodes": dict(managed.nodes), **managed.params}
-        runtime.manager.register(ManagedSpec(query, managed.builder, sink(query), QueryParams(extra=extra), managed.output_mode,
+        if managed.join_order is not None:
+            extra.update(join_control=managed.join_order.control, join_order=list(managed.join_order.order))
+        # The plan's window sizes and granularity stand until a decision gives others (a query without QoS ranges keeps them).
+        unit = config.model.time_unit_seconds
+        nodes = [plan.nodes[n] for n in plan.query_nodes(query)]
+        windows = {node.id: node.w * unit for node in nodes if node.op == "window" and node.w is not None}
+        granularity = next((node.g * unit for node in nodes if node.op == "granularity" and node.g is not None), None)
+        params = QueryParams(windows=windows, granularity=granularity, extra=extra)
+        runtime.manager.register(ManagedSpec(query, managed.builder, sink(query), params, managed.output_mode,
                                              {"processingTime": f"{managed.trigger_seconds:g} seconds"}))
     return runtime
+
+
+def join_orders(config: Config) -> Any:
+    """The control files of the ``[managed.*]`` queries that JISC runs (``None`` when there are none)."""
+    joins = {q: m.join_order for q, m in config.managed.items() if m.join_order is not None}
+    if not joins:
+        return None
+    from armd.adapters.spark.jisc import ControlFiles
+
+    return ControlFiles({q: (j.control, j.order, list(j.order)) for q, j in joins.items()})
 
 
 def open_store(config: Config, log: Any) -> SqlStore:
@@ -185,7 +203,7 @@ class Service:
         source: StatsSource
         applier: Applier
         if config.source.kind == "spark":
-            self.log.info("spark_starting", master=config.spark.master, queries=len(config.managed))
+            self.log.info("spark_starting", master=config.spark.master, queries=len(config.managed), synthetic_origin=start.isoformat())
             self.spark = spark_runtime(config, start, self.log, lambda e: self.controller and self.controller.report(e),
                                        lambda q, error: self.controller and self.controller.query_terminated(q, error),
                                        lambda m: self.controller and self.controller.migration_transition(m))
@@ -194,7 +212,8 @@ class Service:
         else:
             self.source = source = synthetic_source(config, start)
             applier = SimulatedApplier(self.source)
-        self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics)
+        self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics,
+                                     join_orders=join_orders(config))
         resumed = self.controller.resume_migrations()  # a migration the last run left open goes on
         for query, settings in self.controller.running.items():  # a restart resumes the stored settings
             if query not in resumed:

@@ -14,7 +14,9 @@ builder's node names ``w``, ``agg``, ``f``, ``j`` → plan node ids, see
 first two sources), ``keys_only`` (join: also equate keys, default true),
 and for ``windowed_count`` ``min_value`` (a filter ``value > min_value``),
 ``duplicate_fraction`` (that share of rows is delivered twice, as by an
-at-least-once producer) and ``distinct`` (drop such duplicates).
+at-least-once producer) and ``distinct`` (drop such duplicates), and for
+``multiway_join`` ``join_control`` (its control file) and ``join_order``
+(the order it starts with).
 
 Each builder also says, through ``genmig_hints``, how GenMig splits its
 results (``adapters/spark/genmig.py``): the *reference point* of a result (a
@@ -179,3 +181,28 @@ def three_way_join(spark: SparkSession, params: QueryParams) -> DataFrame:
     joined = joined.withColumn(f"t{plain}", F.col(f"t{plain}") + F.expr("INTERVAL 0 milliseconds"))
     on = near(third, 0) if third != 0 else near(first, 0) & near(second, 0)
     return observed_join(joined, sides[third], params.node("j2"), on, validity_seconds=2 * span)
+
+
+def multiway_join(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """Every source joined on equal keys within one window (node ``w``), by JISC on Spark (``adapters/spark/jisc.py``).
+
+    A result is one row per source, all with the same key, whose event times
+    lie less than the window apart. The join order comes from the control
+    file ``params.extra["join_control"]``, which the daemon rewrites when the
+    join-order policy picks a better order; until it exists the order is
+    ``join_order`` (a flat list means left-deep; default: left-deep in the
+    order of the sources). Needs the RocksDB state store. Columns: ``key``,
+    ``epoch`` (the plan that produced the result) and per stream ``s``
+    ``s_id`` (the row's event time in microseconds) and ``s_time``.
+    """
+    from .jisc import jisc_join
+
+    control = params.extra.get("join_control")
+    if not control:
+        raise LookupError("multiway_join needs params.extra['join_control'], the path of its control file "
+                          "(the daemon sets it from [managed.NAME.join_order] control)")
+    names = list(params.extra.get("sources") or {})
+    inputs = {name: synthetic(spark, params, name).withColumn("id", F.unix_micros("event_time")) for name in names}
+    order = params.extra.get("join_order")
+    return jisc_join(inputs, key="key", time="event_time", window_ms=int(round(params.window("w", 10.0) * 1000)),
+                     control_path=str(control), order=order, watermark_delay=_delay(params))

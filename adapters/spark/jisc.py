@@ -80,7 +80,7 @@ from armd.migrations.join.pipeline import Cursor, Order, expire_event, flatten, 
 from armd.migrations.join.strategies import watch_paths
 
 __all__ = [
-    "Control", "JiscProcessor", "KeyEngine", "jisc_join", "read_control", "write_control",
+    "Control", "ControlFiles", "JiscProcessor", "KeyEngine", "jisc_join", "read_control", "write_control",
 ]
 
 _K = 0
@@ -173,6 +173,38 @@ def read_control(path: str | os.PathLike[str], streams: Sequence[str], default: 
     except (ValueError, TypeError) as exc:
         raise ValueError(f"control file {p}: bad order {data['order']!r} ({exc}); expected {allowed}") from None
     return Control(epoch, order)
+
+
+class ControlFiles:
+    """The daemon's side of the control files: one per JISC query (``daemon.ports.JoinOrders``).
+
+    ``joins`` maps each query to (control file, its streams, the order it
+    starts with). The file is the truth: a restarted daemon reads the epoch
+    and order in force from it and goes on counting epochs from there.
+    """
+
+    def __init__(self, joins: Mapping[str, tuple[str | os.PathLike[str], Sequence[str], Order]]) -> None:
+        self._joins = {q: (Path(path), list(streams), order) for q, (path, streams, order) in joins.items()}
+
+    def queries(self) -> list[str]:
+        return list(self._joins)
+
+    def path(self, query: str) -> Path:
+        return self._joins[query][0]
+
+    def current(self, query: str) -> tuple[int, Order]:
+        path, streams, default = self._joins[query]
+        control = read_control(path, streams, default)
+        return control.epoch, control.order
+
+    def publish(self, query: str, epoch: int, order: Order) -> None:
+        path, streams, _ = self._joins[query]
+        normalise_order(order, streams)  # names every stream of the query once, or raises saying so
+        in_force, _ = self.current(query)
+        if epoch <= in_force:
+            raise ValueError(f"epoch {epoch} of {query!r} must be larger than the one in force ({in_force}, {path})")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_control(path, epoch, order)
 
 
 # --- the per-key engine (pure: no Spark) ----------------------------------------------------
@@ -461,7 +493,7 @@ def jisc_join(
             raise ValueError(f"stream names become column names and must be identifiers, got {name!r}")
     if int(window_ms) <= 0:
         raise ValueError(f"window_ms must be > 0, got {window_ms!r}")
-    default = normalise_order(order, streams) if order is not None else left_deep(streams)
+    default = _as_order(order, streams) if order is not None else left_deep(streams)
     read_control(control_path, streams, default)  # fail at build time on a bad file, naming it
     tagged = [
         df.select(

@@ -1,0 +1,141 @@
+"""The controller chooses the join order of a JISC join and publishes it to the query's control file.
+
+Recording fakes of the store, applier and alert sink (``test_controller``),
+the synthetic statistics source with rate steps, and the real control files
+(``adapters/spark/jisc.ControlFiles``) in a temporary directory; no Spark.
+"""
+
+from __future__ import annotations
+
+import json
+
+import structlog
+from test_controller import Alerts, Applier, Clock, MemoryStore, START, cycle
+
+from armd.adapters.spark.jisc import ControlFiles, read_control
+from armd.adapters.synthetic import Schedule, SyntheticSource
+from armd.daemon.config import load_config
+from armd.daemon.controller import Controller
+
+PLAN = {
+    "streams": {s: {"rate": 4, "g": 1, "size": 100} for s in ("a", "b", "c")},
+    "queries": {
+        "triple": {"op": "join", "id": "t_j2", "sel": 0.2, "inputs": [
+            {"op": "join", "id": "t_j1", "sel": 0.2, "inputs": [
+                {"op": "window", "id": "t_wa", "w": 5, "inputs": [{"op": "source", "stream": "a"}]},
+                {"op": "window", "id": "t_wc", "w": 5, "inputs": [{"op": "source", "stream": "c"}]}]},
+            {"op": "window", "id": "t_wb", "w": 5, "inputs": [{"op": "source", "stream": "b"}]}]},
+    },
+}
+
+CONFIG = """
+[store]
+url = "sqlite:///unused.db"
+[model]
+time_unit_seconds = 1
+[bounds]
+memory_bytes = 1e12
+cpu = 1e12
+[triggers]
+alpha = 1
+[schedule]
+observe_seconds = 1
+[source]
+kind = "spark"
+[spark]
+state_store = "rocksdb"
+[managed.triple]
+builder = "armd.adapters.spark.builders:multiway_join"
+nodes = {{ w = "t_wa" }}
+[managed.triple.join_order]
+order = ["a", "c", "b"]
+control = "{tmp}/order.json"
+cooldown_seconds = 30
+[plan]
+file = "plan.json"
+"""
+
+def rates(step_at: float) -> dict[str, Schedule]:
+    """a and b slow, c fast: joining a and b first is cheapest. From ``step_at`` on a is fast and c slow: b and c first."""
+    return {"a": Schedule(2.0, steps=((step_at, 8.0),)), "b": Schedule(2.0), "c": Schedule(8.0, steps=((step_at, 2.0),))}
+
+
+def make(tmp_path, step_at=100.0):
+    (tmp_path / "plan.json").write_text(json.dumps(PLAN))
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(tmp=tmp_path))
+    config = load_config(path)
+    source = SyntheticSource(rates(step_at), 1, 1.0, START)
+    store, alerts, clock = MemoryStore(), Alerts(), Clock()
+    files = ControlFiles({"triple": (tmp_path / "order.json", ["a", "c", "b"], ["a", "c", "b"])})
+    controller = Controller(config, store, source, Applier(source), alerts, structlog.get_logger(), clock, join_orders=files)
+    return controller, store, clock, files
+
+
+def step(controller, clock, times=1):
+    """Decision cycles of 5 s each (long enough for the measured rates to tell 2/s from 8/s)."""
+    for _ in range(times):
+        cycle(controller, clock, 5.0)
+
+
+def first_pair(order) -> set[str]:
+    while not isinstance(order[0], str):
+        order = order[0]
+    return set(order)
+
+
+def test_a_cheaper_order_is_published_with_the_next_epoch_and_recorded(tmp_path):
+    controller, store, clock, files = make(tmp_path)
+    with structlog.testing.capture_logs() as logs:
+        step(controller, clock, 5)
+    epoch, order = files.current("triple")
+    assert epoch == 1 and first_pair(order) == {"a", "b"}
+    assert ("triple", "jisc", "done") in store.of("migration")
+    changed = [e for e in store.of("event") if e.kind == "join_order_changed"]
+    assert len(changed) == 1 and changed[0].details["epoch"] == 1
+    assert changed[0].details["old_order"] == [["a", "c"], "b"]
+    assert changed[0].details["best_cost"] < 0.8 * changed[0].details["current_cost"]
+    assert any(entry["event"] == "join_order_changed" for entry in logs)
+
+
+def test_the_rates_crossing_over_bring_another_order_after_the_cool_down(tmp_path):
+    controller, store, clock, files = make(tmp_path)
+    step(controller, clock, 2)  # the first starts the query
+    assert files.current("triple")[0] == 1
+    clock.advance(100)  # past the step (and the 30 s cool-down)
+    step(controller, clock, 2)
+    epoch, order = files.current("triple")
+    assert epoch == 2 and first_pair(order) == {"b", "c"}
+    assert [e.details["epoch"] for e in store.of("event") if e.kind == "join_order_changed"] == [1, 2]
+
+
+def test_the_cool_down_holds_a_second_change(tmp_path):
+    controller, store, clock, files = make(tmp_path, step_at=20.0)
+    step(controller, clock, 2)
+    assert files.current("triple")[0] == 1  # at 10 s
+    step(controller, clock, 5)  # 15 s … 35 s: b and c first is cheaper from 25 s on, but the last change was under 30 s ago
+    assert files.current("triple")[0] == 1
+    step(controller, clock, 3)  # … 50 s
+    assert files.current("triple")[0] == 2
+    first, second = [e.at for e in store.of("event") if e.kind == "join_order_changed"]
+    assert (second - first).total_seconds() == 30
+
+
+def test_a_bad_control_file_is_an_error_event_and_the_loop_goes_on(tmp_path):
+    controller, store, clock, files = make(tmp_path)
+    (tmp_path / "order.json").write_text('{"epoch": "one"}')
+    step(controller, clock, 2)
+    failed = [e for e in store.of("event") if e.kind == "join_order_failed"]
+    assert failed and "order.json" in failed[0].message and "epoch" in failed[0].message
+    assert store.of("decision")  # the QoS decision still ran
+    (tmp_path / "order.json").unlink()
+    step(controller, clock)
+    assert read_control(tmp_path / "order.json", ["a", "b", "c"]).epoch == 1
+
+
+def test_nothing_is_published_before_the_query_runs(tmp_path):
+    controller, _, clock, files = make(tmp_path)
+    step(controller, clock)  # admitted, decided and started: the order is chosen from the next decision step on
+    assert files.current("triple")[0] == 0 and not (tmp_path / "order.json").exists()
+    step(controller, clock)
+    assert files.current("triple")[0] == 1
