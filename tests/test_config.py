@@ -455,3 +455,36 @@ def test_the_tutorial_configuration_loads_and_its_code_is_what_the_tutorial_show
     assert "def build" + builder in (example / "pageviews.py").read_text()
     plan = tutorial.split("```json\n")[1].split("```")[0]
     assert json.loads(plan) == json.loads((example / "plan.json").read_text())
+
+
+JISC_EXAMPLE = ROOT / "config" / "armd-jisc.toml"
+
+
+def test_the_jisc_example_lets_armd_choose_a_join_order():
+    config = load_config(JISC_EXAMPLE, environ={})
+    join = config.managed["journeys"]
+    assert join.builder == "armd.adapters.spark.builders:multiway_join" and config.spark.state_store == "rocksdb"
+    assert join.join_order.order == ("views", "carts", "clicks")
+    assert (join.join_order.margin, join.join_order.cooldown_seconds, join.join_order.shape) == (0.2, 30.0, "left-deep")
+    assert join.join_order.control == "armd-checkpoints-jisc/journeys.join-order.json"
+    assert config.public()["managed"]["journeys"]["join_order"]["order"] == ["views", "carts", "clicks"]
+
+
+@pytest.mark.parametrize("old, new, key, words", [
+    ('state_store = "rocksdb"', 'state_store = "hdfs"', "managed.journeys.join_order", 'needs [spark] state_store = "rocksdb"'),
+    ('order = ["views", "carts", "clicks"]', 'order = ["views", "clicks"]', "managed.journeys.join_order.order",
+     "the query's streams (views, carts, clicks), each once"),
+    ("cooldown_seconds = 30", "margin = 1", "managed.journeys.join_order.margin", "in [0, 1)"),
+    ("cooldown_seconds = 30", "shape = 'zigzag'", "managed.journeys.join_order.shape", "one of left-deep, bushy"),
+    ("cooldown_seconds = 30", "every = 3", "managed.journeys.join_order.every", "allowed keys of"),
+    ("[[alerts]]", "[queries.journeys]\nwindow = [5, 10]\n[[alerts]]", "queries.journeys.window", "a fixed window [w, w] or none"),
+], ids=["hdfs", "order", "margin", "shape", "unknown key", "window range"])
+def test_jisc_join_order_mistakes_name_the_key_and_what_is_allowed(tmp_path, old, new, key, words):
+    text = JISC_EXAMPLE.read_text()
+    assert old in text
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "jisc-demo.json").write_text((ROOT / "config" / "plans" / "jisc-demo.json").read_text())
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text.replace(old, new, 1)), environ={})
+    message = str(info.value)
+    assert f"armd.toml: {key}: " in message and words in message, message
