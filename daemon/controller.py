@@ -422,13 +422,12 @@ class Controller:
                 self._fail("join_order_failed", f"choosing the join order of {query!r} failed: {exc}", query, exc)
                 continue
             self._join_order_states[query] = outcome.state
-            details = {"old_order": current, "new_order": outcome.order, "epoch": epoch + 1, "reason": outcome.reason,
-                       "current_cost": outcome.current_cost, "best_cost": outcome.best_cost,
-                       "rates": dict(stats.rates), "selectivity": stats.default_selectivity}
-            details = _json_safe(details)
+            details = _json_safe({"old_order": current, "new_order": outcome.order, "epoch": epoch + 1, "reason": outcome.reason,
+                                  "current_cost": outcome.current_cost, "best_cost": outcome.best_cost,
+                                  "rates": dict(stats.rates), "selectivity": stats.default_selectivity})
 
-            def record(q: str = query, d: dict[str, Any] = details) -> None:
-                row = self.store.record_migration(q, "jisc", "done", at, details=d)
+            def record(q: str = query, doc: dict[str, Any] = details) -> None:
+                row = self.store.record_migration(q, "jisc", "done", at, details=doc)
                 self.store.update_migration(row, "done", at, finished=True)
 
             self._record("migration", record)

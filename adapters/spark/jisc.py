@@ -189,9 +189,6 @@ class ControlFiles:
     def queries(self) -> list[str]:
         return list(self._joins)
 
-    def path(self, query: str) -> Path:
-        return self._joins[query][0]
-
     def current(self, query: str) -> tuple[int, Order]:
         path, streams, default = self._joins[query]
         control = read_control(path, streams, default)
