@@ -33,7 +33,6 @@ from .pipeline import (
     Plan,
     advance,
     flatten,
-    insert,
     join_lists,
     mark_done,
     recompute,
@@ -364,10 +363,19 @@ class ParallelTrack(Strategy):
             Strategy.process(self, event)
             return
         else:
+            # advance / insert inlined as in Strategy.process, so both sides of the comparison get the same care
             last = len(tracks) - 1
+            ts, limit = log.ts, now - self.window
+            entry = (event, event)
             for i, tr in enumerate(tracks):
-                advance(tr.plan, tr.cursor, log, now, self.window)
-                leaf, entry = insert(tr.plan, event, stream, key)
+                if ts[tr.cursor.lo] <= limit:
+                    advance(tr.plan, tr.cursor, log, now, self.window)
+                leaf = tr.plan.leaves[stream]
+                lst = leaf.state.get(key)  # type: ignore[union-attr]
+                if lst is None:
+                    leaf.state[key] = [entry]  # type: ignore[index]
+                else:
+                    lst.append(entry)
                 sink = self.emit if i == 0 else tr.buffer.extend
                 if i == last:
                     walk_up(leaf, key, entry, sink)
