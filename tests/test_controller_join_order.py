@@ -11,22 +11,12 @@ import json
 
 import structlog
 from test_controller import Alerts, Applier, Clock, MemoryStore, START, cycle
+from test_spark_jisc_daemon import PLAN, first_pair
 
 from armd.adapters.spark.jisc import ControlFiles, read_control
 from armd.adapters.synthetic import Schedule, SyntheticSource
 from armd.daemon.config import load_config
 from armd.daemon.controller import Controller
-
-PLAN = {
-    "streams": {s: {"rate": 4, "g": 1, "size": 100} for s in ("a", "b", "c")},
-    "queries": {
-        "triple": {"op": "join", "id": "t_j2", "sel": 0.2, "inputs": [
-            {"op": "join", "id": "t_j1", "sel": 0.2, "inputs": [
-                {"op": "window", "id": "t_wa", "w": 5, "inputs": [{"op": "source", "stream": "a"}]},
-                {"op": "window", "id": "t_wc", "w": 5, "inputs": [{"op": "source", "stream": "c"}]}]},
-            {"op": "window", "id": "t_wb", "w": 5, "inputs": [{"op": "source", "stream": "b"}]}]},
-    },
-}
 
 CONFIG = """
 [store]
@@ -76,12 +66,6 @@ def step(controller, clock, times=1):
     """Decision cycles of 5 s each (long enough for the measured rates to tell 2/s from 8/s)."""
     for _ in range(times):
         cycle(controller, clock, 5.0)
-
-
-def first_pair(order) -> set[str]:
-    while not isinstance(order[0], str):
-        order = order[0]
-    return set(order)
 
 
 def test_a_cheaper_order_is_published_with_the_next_epoch_and_recorded(tmp_path):
