@@ -122,6 +122,8 @@ class Controller:
         self.tracker = RateTracker(config.triggers.alpha, config.triggers.threshold)
         self.selectivities = RateTracker(config.triggers.alpha, config.triggers.threshold)
         """Smoothed measured selectivity per plan node (the tracker smooths any positive value per key)."""
+        self.pair_selectivities: dict[str, RateTracker] = {}
+        """Per JISC join: its smoothed measured key-match selectivity per pair of streams ("a,b")."""
         self._record("sync_config", lambda at=self.clock(): self._sync(at))
         self.running = self._read_running()
         for query, settings in self.running.items():
@@ -165,6 +167,8 @@ class Controller:
         self.selectivities = RateTracker(config.triggers.alpha, config.triggers.threshold,
                                          {n: v for n, v in self.selectivities.smoothed.items() if n in known},
                                          {n: v for n, v in self.selectivities.decided.items() if n in known})
+        self.pair_selectivities = {q: t for q, t in self.pair_selectivities.items()
+                                   if q in config.managed and config.managed[q].join_order is not None}
         if queries_changed:
             self._queries_changed = True
             self._record("sync_config", lambda at=self.clock(): self._sync(at))
@@ -230,6 +234,10 @@ class Controller:
             node: sel for q in observation.queries if q.query in self.admitted
             for node, sel in q.selectivities.items() if node in plan.nodes and plan.nodes[node].sel is not None
         })
+        for q in observation.queries:
+            if q.pair_selectivities and q.query in self.admitted:
+                tracker = self.pair_selectivities.get(q.query) or RateTracker(self.config.triggers.alpha, self.config.triggers.threshold)
+                self.pair_selectivities[q.query] = tracker.observe(q.pair_selectivities)
         self._record("observation", lambda: self.store.record_observation(observation))
         rows: list[EstimateRow] = []
         if self.admitted and self.running:
@@ -424,7 +432,8 @@ class Controller:
             self._join_order_states[query] = outcome.state
             details = _json_safe({"old_order": current, "new_order": outcome.order, "epoch": epoch + 1, "reason": outcome.reason,
                                   "current_cost": outcome.current_cost, "best_cost": outcome.best_cost,
-                                  "rates": dict(stats.rates), "selectivity": stats.default_selectivity})
+                                  "rates": dict(stats.rates), "selectivity": stats.default_selectivity,
+                                  "pair_selectivities": {",".join(sorted(p)): v for p, v in stats.selectivity.items()}})
 
             def record(q: str = query, doc: dict[str, Any] = details) -> None:
                 row = self.store.record_migration(q, "jisc", "done", at, details=doc)
@@ -436,14 +445,21 @@ class Controller:
                         f"(epoch {epoch + 1}, JISC): {outcome.reason}", query, details)
 
     def _join_stats(self, query: str, settings: QuerySettings, rates: dict[str, float]) -> JoinStats:
-        """The rates given, the query's window and its joins' selectivity (measured when reported, else the plan's)."""
+        """The rates given, the query's window, the measured selectivity of each pair of its streams.
+
+        A pair not measured yet gets the geometric mean of the query's join
+        nodes' selectivities (measured when reported, else the plan's).
+        """
         plan, streams = self.config.plan, list(rates)
         window = self._longest_window(query, settings)
         joins = [n for n in plan.query_nodes(query) if plan.nodes[n].op == "join" and plan.nodes[n].sel is not None]
         sels = [min(1.0, self.selectivities.smoothed.get(n, plan.nodes[n].sel)) for n in joins]
         selectivity = math.exp(sum(math.log(x) for x in sels) / len(sels)) if sels else 1.0
+        measured = self.pair_selectivities.get(query)
+        pairs = {frozenset(key.split(",")): min(1.0, v) for key, v in (measured.smoothed if measured else {}).items()}
         return JoinStats(
             rates=rates, windows={s: window for s in streams},
+            selectivity={p: v for p, v in pairs.items() if len(p) == 2 and p <= set(streams)},
             default_selectivity=selectivity, sizes={s: plan.streams[s].size for s in streams},
             granularity=min(plan.streams[s].g for s in streams),
         )

@@ -45,6 +45,8 @@ class QueryMetrics:
     state_bytes: int | None = None
     selectivities: Mapping[str, float] = field(default_factory=dict)
     """Measured selectivity per plan node id."""
+    pair_selectivities: Mapping[str, float] = field(default_factory=dict)
+    """A JISC join's measured key-match selectivity per pair of its streams, keyed "a,b" (names sorted)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ the synthetic statistics source with rate steps, and the real control files
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+import pytest
 import structlog
 from test_controller import Alerts, Applier, Clock, MemoryStore, START, cycle
 from test_spark_jisc_daemon import PLAN, first_pair
@@ -17,6 +19,7 @@ from armd.adapters.spark.jisc import ControlFiles, read_control
 from armd.adapters.synthetic import Schedule, SyntheticSource
 from armd.daemon.config import load_config
 from armd.daemon.controller import Controller
+from armd.daemon.ports import QueryMetrics
 
 CONFIG = """
 [store]
@@ -50,12 +53,25 @@ def rates(step_at: float) -> dict[str, Schedule]:
     return {"a": Schedule(2.0, steps=((step_at, 8.0),)), "b": Schedule(2.0), "c": Schedule(8.0, steps=((step_at, 2.0),))}
 
 
-def make(tmp_path, step_at=100.0):
+class MeasuringPairs(SyntheticSource):
+    """The synthetic source, plus the pairwise selectivities a JISC join on Spark would report for ``triple``."""
+
+    def __init__(self, pairs: dict[str, float], *args) -> None:
+        super().__init__(*args)
+        self.pairs = pairs
+
+    def observe(self, at):
+        observation = super().observe(at)
+        return replace(observation, queries=(*observation.queries, QueryMetrics("triple", pair_selectivities=self.pairs)))
+
+
+def make(tmp_path, step_at=100.0, pairs=None):
     (tmp_path / "plan.json").write_text(json.dumps(PLAN))
     path = tmp_path / "armd.toml"
     path.write_text(CONFIG.format(tmp=tmp_path))
     config = load_config(path)
-    source = SyntheticSource(rates(step_at), 1, 1.0, START)
+    args = (rates(step_at), 1, 1.0, START)
+    source = SyntheticSource(*args) if pairs is None else MeasuringPairs(pairs, *args)
     store, alerts, clock = MemoryStore(), Alerts(), Clock()
     files = ControlFiles({"triple": (tmp_path / "order.json", ["a", "c", "b"], ["a", "c", "b"])})
     controller = Controller(config, store, source, Applier(source), alerts, structlog.get_logger(), clock, join_orders=files)
@@ -123,3 +139,14 @@ def test_nothing_is_published_before_the_query_runs(tmp_path):
     assert files.current("triple")[0] == 0 and not (tmp_path / "order.json").exists()
     step(controller, clock)
     assert files.current("triple")[0] == 1
+
+
+def test_measured_pair_selectivities_choose_the_order(tmp_path):
+    """Rates alone put a and b first; b and c matching 50 × less often than the other pairs put b and c first."""
+    pairs = {"a,b": 0.5, "a,c": 0.5, "b,c": 0.01}
+    controller, store, clock, files = make(tmp_path, pairs=pairs)
+    step(controller, clock, 3)
+    epoch, order = files.current("triple")
+    assert epoch == 1 and first_pair(order) == {"b", "c"}
+    changed = [e for e in store.of("event") if e.kind == "join_order_changed"]
+    assert changed[0].details["pair_selectivities"] == pytest.approx(pairs)

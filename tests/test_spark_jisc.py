@@ -80,17 +80,19 @@ def deliveries(log: EventLog, parts: int, rng: random.Random) -> list[list[int]]
     return out
 
 
-def simulate(log: EventLog, window_ms: int, plans: list, parts: list[list[int]]) -> tuple[Counter, int]:
+def simulate(log: EventLog, window_ms: int, plans: list, parts: list[list[int]]) -> tuple[Counter, int, Counter]:
     """What the processor does, without Spark: key state through bytes, timers at the watermark.
 
     The watermark is Spark's with delay 0 and the ``min`` policy over the
     inputs: the smallest of the streams' newest event times (-1 until every
-    stream has been seen). Returns the results and the rows dropped as late.
+    stream has been seen). Returns the results, the rows dropped as late and
+    the counts the processor reports (``pair_counts``).
     """
     names = list(log.streams)
     store: dict = {}
     timers: dict = {}
     out: Counter = Counter()
+    counts: Counter = Counter()
     newest: dict[int, int] = {}
     watermark = -1
 
@@ -98,6 +100,9 @@ def simulate(log: EventLog, window_ms: int, plans: list, parts: list[list[int]])
         eng.switch(epoch, order)
         for res in eng.release(watermark):
             out[tuple(sorted(r for _, r, _ in res))] += 1
+        arrived, pairs = eng.take_counts()
+        counts.update({names[i]: n for i, n in enumerate(arrived)})
+        counts.update({f"{names[i]},{names[j]}": n for (i, j), n in pairs.items()})
         store[key] = eng.dump()
         timers[key] = eng.wake_at()
 
@@ -123,7 +128,18 @@ def simulate(log: EventLog, window_ms: int, plans: list, parts: list[list[int]])
     for key in list(store):
         run(key, KeyEngine.load(store[key], names, window_ms), *plans[-1])
     dropped = sum(KeyEngine.load(blob, names, window_ms).dropped for blob in store.values())
-    return out, dropped
+    return out, dropped, +counts
+
+
+def pair_counts(log: EventLog, window: float) -> Counter:
+    """Brute force: tuples per stream, and per two streams "a,b" the pairs with equal keys less than ``window`` apart."""
+    out: Counter = Counter(log.streams[s] for s in log.stream)
+    for i in range(len(log)):
+        for j in range(i + 1, len(log)):
+            a, b = sorted((log.stream[i], log.stream[j]))
+            if a != b and log.key[i] == log.key[j] and abs(log.ts[i] - log.ts[j]) < window:
+                out[f"{log.streams[a]},{log.streams[b]}"] += 1
+    return out
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -138,10 +154,11 @@ def test_key_engine_with_batches_timers_and_switches_equals_the_oracle(seed: int
         if rng.random() < 0.6:
             epoch, order = epoch + rng.randint(1, 2), next_order(rng, order, names)
         plans.append((epoch, order))
-    got, dropped = simulate(log, window * 1000, plans, parts)
+    got, dropped, counts = simulate(log, window * 1000, plans, parts)
     expected = oracle_results(log, window)
     assert dropped == 0
     assert got == expected, (expected - got, got - expected)
+    assert counts == pair_counts(log, window)
 
 
 def test_a_fresh_tuple_completes_the_missing_state_and_old_states_are_kept() -> None:
@@ -228,7 +245,7 @@ def test_spark_host_equals_the_oracle_across_order_changes(spark, tmp_path) -> N
         events = session.readStream.schema("s string, k long, id long, t timestamp").option("maxFilesPerTrigger", 1)
         events = events.json(str(source))
         inputs = {name: events.where(events.s == name) for name in names}
-        joined = jisc_join(inputs, key="k", time="t", id="id", window_ms=W_MS, control_path=str(control))
+        joined = jisc_join(inputs, key="k", time="t", id="id", window_ms=W_MS, control_path=str(control), observe_as="x")
         query = (
             joined.writeStream.format("memory").queryName("jisc_out").outputMode("append")
             .option("checkpointLocation", str(tmp_path / "ckpt")).start()
@@ -241,6 +258,10 @@ def test_spark_host_equals_the_oracle_across_order_changes(spark, tmp_path) -> N
             hidden.rename(source / f"part-{b:03d}.json")
             query.processAllAvailable()
         out = session.table("jisc_out").collect()
+        observed = Counter()
+        for progress in query.recentProgress:
+            row = (progress.observedMetrics or {}).get(f"armd:pairs:x:tuples:{2 * W_MS / 1000!r}")
+            observed.update({k: v for k, v in (row.asDict() if row is not None else {}).items() if v is not None})
         state = session.read.format("statestore").option("path", str(tmp_path / "ckpt"))
         blobs = {r["key"]["key"]: bytes(r["value"]["blob"]) for r in state.option("stateVarName", "jisc").load().collect()}
     finally:
@@ -256,4 +277,6 @@ def test_spark_host_equals_the_oracle_across_order_changes(spark, tmp_path) -> N
         assert max(times) - min(times) < window
     engines = {k: KeyEngine.load(b, names, W_MS) for k, b in blobs.items()}
     assert set(engines) == {-1}  # the timers expired every key of the log once the watermark passed it
+    # the processor's counts reach the progress events: every tuple and every pair of the log, once
+    assert +observed == pair_counts(log, window)
     assert time.monotonic() - started < 90

@@ -122,3 +122,32 @@ def test_a_migrating_query_holds_the_state_of_both_its_runs() -> None:
     assert listener.held("q") == (16, 1400)
     listener.onQueryTerminated(SimpleNamespace(runId="old", id="x", exception=None))
     assert listener.held("q") == (4, 300) and listener.held("other") is None
+
+
+def test_pairwise_selectivities_of_a_jisc_join_after_its_warm_up() -> None:
+    """sel(a, b) = pairs·T / ((l_a + l_b)·n_a·n_b) over the warm batches; the first 2W seconds of a run are left out."""
+    listener = ProgressListener()
+    listener.onQueryStarted(SimpleNamespace(runId="r", name="q@0"))
+    name = "armd:pairs:q_w:tuples:10.0"  # W = 5 s
+
+    def batch(n: int, start_s: int, counts: dict[str, int | None]) -> None:
+        offsets = {s: ({"stream": s, "event_ms": start_s * 1000}, {"stream": s, "event_ms": (start_s + 10) * 1000}) for s in "abc"}
+        doc = {"name": "q@0", "runId": "r", "batchId": n, "timestamp": "2026-11-22T10:00:00.000Z",
+               "eventTime": {"min": iso(start_s), "max": iso(start_s + 10)},
+               "sources": [{"description": "armd-synthetic", "startOffset": lo, "endOffset": hi, "numInputRows": 1}
+                           for lo, hi in offsets.values()],
+               "observedMetrics": {name: counts}}
+        listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(json=json.dumps(doc))))
+
+    stats = SparkStats(listener, 1.0, queries=["q"])
+    batch(0, 0, {"a": 100, "b": 50, "c": 9, "a,b": 9999, "a,c": 9, "b,c": None})  # filling: left out
+    batch(1, 10, {"a": 20, "b": 10, "c": 5, "a,b": 40, "a,c": 0, "b,c": 0})
+    batch(2, 20, {"a": 20, "b": 10, "c": 5, "a,b": 40, "a,c": 0, "b,c": None})
+    (metrics,) = stats.observe(datetime.now(timezone.utc)).queries
+    # T = 20 s over the two warm batches; no pair at all counts as half a pair
+    assert metrics.pair_selectivities == pytest.approx({"a,b": 80 * 20 / (10 * 40 * 20), "a,c": 0.5 * 20 / (10 * 40 * 10),
+                                                        "b,c": 0.5 * 20 / (10 * 20 * 10)})
+
+
+def iso(seconds: float) -> str:
+    return datetime.fromtimestamp(1_800_000_000 + seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")

@@ -193,7 +193,9 @@ def multiway_join(spark: SparkSession, params: QueryParams) -> DataFrame:
     ``join_order`` (a flat list means left-deep; default: left-deep in the
     order of the sources). Needs the RocksDB state store. Columns: ``key``,
     ``epoch`` (the plan that produced the result) and per stream ``s``
-    ``s_id`` (the row's event time in microseconds) and ``s_time``.
+    ``s_id`` (the row's event time in microseconds) and ``s_time``. The
+    join's tuples and pairs per stream are observed under node ``w``, from
+    which the statistics source measures its pairwise key-match selectivities.
     """
     from .jisc import jisc_join
 
@@ -205,4 +207,4 @@ def multiway_join(spark: SparkSession, params: QueryParams) -> DataFrame:
     inputs = {name: synthetic(spark, params, name).withColumn("id", F.unix_micros("event_time")) for name in names}
     order = params.extra.get("join_order")
     return jisc_join(inputs, key="key", time="event_time", window_ms=int(round(params.window("w", 10.0) * 1000)),
-                     control_path=str(control), order=order, watermark_delay=_delay(params))
+                     control_path=str(control), order=order, watermark_delay=_delay(params), observe_as=params.node("w"))

@@ -58,6 +58,14 @@ Time
 
 Results are one row per join result: the key, the epoch of the plan that
 produced it and, per stream ``s``, ``s_id`` and ``s_time`` of its tuple.
+
+Statistics
+    The daemon orders the join by the streams' pairwise key-match
+    selectivities, which only the join sees. With ``observe_as`` the engine
+    counts, for each tuple it processes, the live tuples of every other
+    stream under its key; the processor emits those counts as one extra row
+    per call, ``observe()`` sums them per micro-batch and the rows are
+    dropped before the sink (``SparkStats`` computes the selectivities).
 """
 
 from __future__ import annotations
@@ -73,11 +81,13 @@ from typing import Any, Iterator, Mapping, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+from pyspark.sql.types import BinaryType, BooleanType, LongType, StructField, StructType
 
 from armd.migrations.join import JISC, EventLog, left_deep, normalise_order
 from armd.migrations.join.pipeline import Cursor, Order, expire_event, flatten, insert, walk_up
 from armd.migrations.join.strategies import watch_paths
+
+from .observed import observation_name
 
 __all__ = [
     "Control", "ControlFiles", "JiscProcessor", "KeyEngine", "jisc_join", "read_control", "write_control",
@@ -237,6 +247,10 @@ class KeyEngine(JISC):
         """Rows received but not yet processed: (event time ms, row id, stream index)."""
         self.out: list = []
         self.emit = self._emit_collect
+        self.arrived = [0] * len(streams)
+        """Tuples processed per stream since ``take_counts`` (not saved: reported once, then reset)."""
+        self.pairs: dict[tuple[int, int], int] = {}
+        """Pairs of tuples (i, j), i < j, with this key and less than the window apart, counted when the later one is processed."""
 
     # --- persistence ------------------------------------------------------------------------
 
@@ -342,6 +356,7 @@ class KeyEngine(JISC):
             return []
         self.last_ms = ms
         self.expire(ms)
+        self._count_pairs(stream)
         seq = self.seq
         self.seq += 1
         self.events[seq] = (stream, row_id, ms)
@@ -357,6 +372,23 @@ class KeyEngine(JISC):
         walk_up(leaf, _K, entry, self.emit)
         self.next_id = self.seq
         return [flatten(p) for _, p in self.out]
+
+    def _count_pairs(self, stream: int) -> None:
+        """Count the live tuples of every other stream as partners of the arriving one (after expiry, so all within W)."""
+        self.arrived[stream] += 1
+        pairs = self.pairs
+        for other, leaf in enumerate(self.plan.leaves):
+            if other != stream:
+                live = leaf.state.get(_K)  # type: ignore[union-attr]
+                if live:
+                    pair = (other, stream) if other < stream else (stream, other)
+                    pairs[pair] = pairs.get(pair, 0) + len(live)
+
+    def take_counts(self) -> tuple[list[int], dict[tuple[int, int], int]]:
+        """The arrivals and pair counts since the last call, which starts them afresh."""
+        out = self.arrived, self.pairs
+        self.arrived, self.pairs = [0] * len(self.arrived), {}
+        return out
 
     def describe(self, result: tuple[int, ...]) -> list[tuple[int, int, int]]:
         """(stream index, row id, event time ms) of each tuple of a result."""
@@ -374,19 +406,30 @@ class KeyEngine(JISC):
 # --- Spark ----------------------------------------------------------------------------------
 
 
+def count_columns(streams: int) -> list[str]:
+    """The processor's counting columns: arrivals ``_n<i>`` per stream, then pairs ``_p<i>_<j>`` (i < j)."""
+    return [f"_n{i}" for i in range(streams)] + [f"_p{i}_{j}" for i in range(streams) for j in range(i + 1, streams)]
+
+
 class JiscProcessor(StatefulProcessor):
     """The ``StatefulProcessor``: one ``KeyEngine`` per key, pickled in a ValueState.
 
     Input rows: ``stream`` (index into ``streams``), ``id`` (long), ``ms``
-    (event time, epoch milliseconds). Output rows: ``key``, ``epoch``, and per
-    stream ``<s>_id``, ``<s>_ms``.
+    (event time, epoch milliseconds). Output rows: ``key``, ``epoch``, per
+    stream ``<s>_id``, ``<s>_ms``, and the counting columns of
+    ``count_columns``: zero on results; with ``count_pairs`` every call that
+    processed tuples adds one row with ``_counts`` true that holds the key's
+    arrivals per stream (``_n<i>``) and pairs per two streams (``_p<i>_<j>``).
     """
 
-    def __init__(self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order) -> None:
+    def __init__(
+        self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order, *, count_pairs: bool = False
+    ) -> None:
         self.streams = tuple(streams)
         self.window_ms = int(window_ms)
         self.control_path = str(control_path)
         self.default_order = default_order
+        self.count_pairs = count_pairs
         self.control: Control | None = None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -423,20 +466,38 @@ class JiscProcessor(StatefulProcessor):
         if control.epoch > eng.epoch:
             eng.switch(control.epoch, control.order)
         results = eng.release(watermark)
+        arrived, pairs = eng.take_counts()
         self._save(eng)
-        if not results:
+        counted = self.count_pairs and any(arrived)
+        if not results and not counted:
             return
         import pandas as pd
 
-        cols: dict[str, list] = {"key": [key] * len(results), "epoch": [eng.epoch] * len(results)}
-        for name in self.streams:
-            cols[f"{name}_id"] = []
-            cols[f"{name}_ms"] = []
-        for described in results:
-            for stream, row_id, ms in described:
-                cols[f"{self.streams[stream]}_id"].append(row_id)
-                cols[f"{self.streams[stream]}_ms"].append(ms)
-        yield pd.DataFrame(cols)
+        names = count_columns(len(self.streams))
+        if results:
+            cols: dict[str, Any] = {"key": [key] * len(results), "epoch": [eng.epoch] * len(results)}
+            for name in self.streams:
+                cols[f"{name}_id"] = []
+                cols[f"{name}_ms"] = []
+            for described in results:
+                for stream, row_id, ms in described:
+                    cols[f"{self.streams[stream]}_id"].append(row_id)
+                    cols[f"{self.streams[stream]}_ms"].append(ms)
+            cols["_counts"] = [False] * len(results)
+            cols.update({name: [0] * len(results) for name in names})
+            yield pd.DataFrame(cols)
+        if counted:
+            none = pd.Series([None], dtype="Int64")
+            cols = {"key": [key], "epoch": [eng.epoch]}
+            for name in self.streams:
+                cols[f"{name}_id"] = none
+                cols[f"{name}_ms"] = none
+            cols["_counts"] = [True]
+            counts = dict.fromkeys(names, 0)
+            counts.update({f"_n{i}": n for i, n in enumerate(arrived)})
+            counts.update({f"_p{i}_{j}": n for (i, j), n in pairs.items()})
+            cols.update({name: [value] for name, value in counts.items()})
+            yield pd.DataFrame(cols)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         watermark = timerValues.getCurrentWatermarkInMs()
@@ -471,6 +532,7 @@ def jisc_join(
     order: Order | None = None,
     id: str = "id",
     watermark_delay: str = "0 seconds",
+    observe_as: str | None = None,
 ) -> DataFrame:
     """The streaming n-way windowed equi-join of ``inputs`` (stream name → streaming DataFrame).
 
@@ -481,6 +543,13 @@ def jisc_join(
     ``epoch``, and per stream ``<s>_id`` and ``<s>_time``. Run it with a
     RocksDB state store (``build_session(state_store="rocksdb")``) and an
     append-mode sink.
+
+    With ``observe_as`` (a plan node id) the join also reports, per
+    micro-batch, the observed metrics ``armd:pairs:NODE:tuples:2W`` (see
+    ``observed.py``): ``<s>`` the tuples of stream s it processed and
+    ``<a>,<b>`` the pairs of an a and a b tuple with equal keys less than
+    the window apart, counted when the later one is processed — what the
+    statistics source turns into pairwise key-match selectivities.
     """
     streams = list(inputs)
     if len(streams) < 2:
@@ -509,7 +578,9 @@ def jisc_join(
     fields = [StructField("key", key_type), StructField("epoch", LongType())]
     for name in streams:
         fields += [StructField(f"{name}_id", LongType()), StructField(f"{name}_ms", LongType())]
-    processor = JiscProcessor(streams, int(window_ms), str(control_path), default)
+    counting = count_columns(len(streams))
+    fields += [StructField("_counts", BooleanType())] + [StructField(c, LongType()) for c in counting]
+    processor = JiscProcessor(streams, int(window_ms), str(control_path), default, count_pairs=observe_as is not None)
     out = (
         union.groupBy("key")
         .transformWithStateInPandas(
@@ -519,6 +590,12 @@ def jisc_join(
             timeMode="EventTime",
         )
     )
+    if observe_as is not None:
+        metrics = [F.sum(f"_n{i}").alias(name) for i, name in enumerate(streams)]
+        metrics += [F.sum(f"_p{i}_{j}").alias(f"{a},{b}")
+                    for i, a in enumerate(streams) for j, b in enumerate(streams) if i < j]
+        out = out.observe(observation_name("pairs", observe_as, "tuples", 2 * int(window_ms) / 1000), *metrics)
+        out = out.where(~F.col("_counts"))
     cols = [F.col("key"), F.col("epoch")]
     for name in streams:
         cols += [F.col(f"{name}_id"), F.timestamp_millis(F.col(f"{name}_ms")).alias(f"{name}_time")]

@@ -31,6 +31,11 @@ records. Per observation interval (the records since the previous call):
   l1 + l2 seconds of event time of each run (its state is still filling,
   so fewer results than in steady state). Group counts (max per batch of the
   approximate distinct keys) are in ``SparkStats.groups``.
+* pairwise key-match selectivities of a JISC join (``jisc_join`` with
+  ``observe_as``): per pair of its streams a and b, pairs·T /
+  ((l_a + l_b)·n_a·n_b) over the interval, n the tuples it processed per
+  stream and pairs those of an a and a b tuple with equal keys less than
+  the window apart; warm-up as for joins.
 
 A query that terminates with an exception calls the termination hooks
 (``add_termination_hook``); the daemon connects its ``query_terminated``
@@ -352,6 +357,7 @@ class SparkStats:
             self._seq = records[-1].seq
         pooled: dict[str, list[float]] = {}  # stream → [rows, seconds]
         counts: dict[str, dict[tuple[str, str, str], float]] = {}
+        tuples: dict[str, dict[str, float]] = {}  # JISC joins (kind ``pairs``): query → stream or "a,b" → count
         validity: dict[tuple[str, str], float] = {}
         spans: dict[str, float] = {}
         self.groups = {}
@@ -376,12 +382,19 @@ class SparkStats:
             # A join's output rate reaches its steady state only once both sides hold a full validity of
             # elements: a run's first (l1 + l2) seconds of event time would understate its selectivity.
             first = self._run_start.setdefault(r.run_id, r.event_min) if r.event_min is not None else None
-            filling = max((p.param for p, _ in observed if p.kind == "join" and p.param is not None), default=0.0)
+            filling = max((p.param for p, _ in observed if p.kind in ("join", "pairs") and p.param is not None), default=0.0)
             warm = first is None or r.event_min is None or (r.event_min - first).total_seconds() >= filling
             if warm:
                 spans[r.query] = spans.get(r.query, 0.0) + span
             for parsed, metrics in observed:
-                if parsed.kind == "join" and not warm:
+                if parsed.kind in ("join", "pairs") and not warm:
+                    continue
+                if parsed.kind == "pairs":
+                    per_query_tuples = tuples.setdefault(r.query, {})
+                    for name, value in metrics.items():
+                        per_query_tuples[name] = per_query_tuples.get(name, 0.0) + float(value or 0)
+                    if parsed.param is not None:
+                        validity[(r.query, "pairs")] = parsed.param
                     continue
                 key = (parsed.kind, parsed.node, parsed.role)
                 per_query = counts.setdefault(r.query, {})
@@ -405,13 +418,15 @@ class SparkStats:
         for query in names:
             held = self.listener.held(query)
             sel = _selectivities(counts.get(query, {}), validity, query, spans.get(query, 0.0))
-            if held is None and not sel and query not in spans:
+            pairs = _pair_selectivities(tuples.get(query, {}), validity.get((query, "pairs")), spans.get(query, 0.0))
+            if held is None and not sel and not pairs and query not in spans:
                 continue
             metrics.append(QueryMetrics(
                 query,
                 state_rows=held[0] if held else None,
                 state_bytes=held[1] if held else None,
                 selectivities=sel,
+                pair_selectivities=pairs,
             ))
         return Observation(at, tuple(stream_stats), tuple(metrics), tuple(batches))
 
@@ -443,4 +458,19 @@ def _selectivities(
             left, right = counts.get(("join", node, "left"), 0.0), counts.get(("join", node, "right"), 0.0)
             if left > 0 and right > 0:
                 out[node] = min(1.0, value * span / (validity[(query, node)] * left * right))
+    return out
+
+
+def _pair_selectivities(tuples: Mapping[str, float], validity: float | None, span: float) -> dict[str, float]:
+    """"a,b" → pairs·T / ((l_a + l_b)·n_a·n_b): formula 4 solved for sel, per pair of a JISC join's streams."""
+    out: dict[str, float] = {}
+    if not validity or span <= 0:
+        return out
+    for name, pairs in tuples.items():
+        a, comma, b = name.partition(",")
+        if not comma:
+            continue
+        n_a, n_b = tuples.get(a, 0.0), tuples.get(b, 0.0)
+        if n_a > 0 and n_b > 0:  # no pair at all counts as half a pair: the estimate stays a positive upper bound
+            out[",".join(sorted((a, b)))] = min(1.0, max(pairs, 0.5) * span / (validity * n_a * n_b))
     return out
