@@ -30,7 +30,7 @@ from armd.costmodel.calibration import Calibration, CalibrationError, calibrated
 from armd.costmodel.evaluate import PROFILES
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan
 from armd.policies.guardrails import Guardrails
-from armd.policies.join_order import SHAPES
+from armd.policies.join_order import SHAPES, join_tree
 from armd.policies.problem import Bounds, Problem
 from armd.policies.qos import QoSError, QueryQoS
 from armd.policies.registry import make_policy
@@ -749,6 +749,10 @@ class _Loader:
         if len(streams) < 2 or not all(s.isidentifier() for s in streams):
             raise t.error((), f"query {query!r} must read at least two streams whose names are identifiers "
                               f"(they become column names), it reads {_listing(streams)}")
+        try:
+            join_tree(plan, query)  # the cost model estimates the join in the order it runs: it rebuilds these joins
+        except ValueError as exc:
+            raise t.error((), str(exc)) from None
         order = t.value("order", streams, f"a list of the query's streams ({_listing(streams)}), each once")
         if not (isinstance(order, list) and sorted(order) == sorted(streams) and len(set(order)) == len(order)):
             raise t.error(("order",), f"expected a list of the query's streams ({_listing(streams)}), each once, got {_show(order)}")

@@ -45,7 +45,7 @@ from armd.migrations.join import order_text
 from armd.policies.admission import admit
 from armd.policies.base import PolicyInput
 from armd.policies.guardrails import Guarded, Running, guard
-from armd.policies.join_order import JoinOrderState, JoinStats
+from armd.policies.join_order import JoinOrderState, JoinStats, plan_in_order
 from armd.policies.join_order import decide as decide_join_order
 from armd.policies.problem import Problem
 from armd.policies.registry import make_policy
@@ -93,6 +93,8 @@ class Controller:
         self.store, self.source, self.applier, self.alerts, self.log, self.clock = store, source, applier, alerts, log, clock
         self.join_orders = join_orders
         self._join_order_states: dict[str, JoinOrderState] = {}
+        self.pair_selectivities: dict[str, RateTracker] = {}
+        """Per JISC join: its smoothed measured key-match selectivity per pair of streams ("a,b")."""
         self.metrics = metrics if metrics is not None else NoMetrics()
         self.started = clock()
         self.counters: Counter[str] = Counter()
@@ -118,12 +120,10 @@ class Controller:
         self._estimate_over = False
         self._last_feasible = True
         self.config = config
-        self._install(config)
         self.tracker = RateTracker(config.triggers.alpha, config.triggers.threshold)
         self.selectivities = RateTracker(config.triggers.alpha, config.triggers.threshold)
         """Smoothed measured selectivity per plan node (the tracker smooths any positive value per key)."""
-        self.pair_selectivities: dict[str, RateTracker] = {}
-        """Per JISC join: its smoothed measured key-match selectivity per pair of streams ("a,b")."""
+        self._install(config)
         self._record("sync_config", lambda at=self.clock(): self._sync(at))
         self.running = self._read_running()
         for query, settings in self.running.items():
@@ -137,14 +137,17 @@ class Controller:
         self._build_problems()
 
     def _build_problems(self) -> None:
-        """The cost model of the plan, with the smoothed measured selectivities in place of the plan's."""
+        """The cost model of the plan, with the smoothed measured selectivities in place of the plan's
+        and every JISC join in the order it runs."""
         config = self.config
-        measured = getattr(self, "selectivities", None)
+        measured = self.selectivities
         plan = config.plan
-        if measured is not None and measured.smoothed:
+        if measured.smoothed:
             nodes = {node_id: replace(node, sel=min(1.0, measured.smoothed[node_id])) if node_id in measured.smoothed else node
                      for node_id, node in plan.nodes.items()}
             plan = replace(plan, nodes=nodes)
+        for query, order in self._join_orders_in_force().items():
+            plan = plan_in_order(plan, query, order, *self._key_match(query))
         self.full_problem = Problem(plan, config.qos, profile=config.model.profile)
         unit = config.model.time_unit_seconds
         self.rails = replace(config.guardrails, cooldown=config.guardrails.cooldown / unit)
@@ -372,17 +375,19 @@ class Controller:
             self.admit_new()
         at = self.clock()
         now = self._units(at)
-        self._reorder_joins(at, now)
+        reordered = self._reorder_joins(at, now)
         trigger = decision_due(self.tracker, self._queries_changed, self._bounds_changed)
         moved = self.selectivities.drifted()
         if moved:
+            self.selectivities = self.selectivities.decide_with()
+            listed = ", ".join(f"{n}={self.selectivities.smoothed[n]:.3g}" for n in sorted(moved)[:5])
+            trigger = trigger or f"measured selectivity of {len(moved)} node(s) moved past the threshold: {listed}"
+        if moved or reordered:
             self._build_problems()
             self.problem = self._problem_of(self.admitted)
             self.policy_state = None  # its state belongs to the old cost model
             self._model_changed = True
-            self.selectivities = self.selectivities.decide_with()
-            listed = ", ".join(f"{n}={self.selectivities.smoothed[n]:.3g}" for n in sorted(moved)[:5])
-            trigger = trigger or f"measured selectivity of {len(moved)} node(s) moved past the threshold: {listed}"
+            trigger = trigger or f"join order of {', '.join(map(repr, reordered))} changed"
         if trigger is None and self._estimate_over and self._last_feasible:
             # Rates can creep up by less than the threshold each time and still carry the settings in force
             # through the reserve and over the bounds; re-deciding is due then too (not when even the
@@ -399,14 +404,16 @@ class Controller:
             return
         self._decide(at, now, trigger)
 
-    def _reorder_joins(self, at: datetime, now: float) -> None:
+    def _reorder_joins(self, at: datetime, now: float) -> list[str]:
         """For every running JISC join: publish a cheaper join order when the join-order policy proposes one.
 
         Publishing is the whole migration: the query switches each key at its
         next tuple (JISC), so it is recorded as started and finished at once.
+        Returns the queries whose order changed (the cost model is rebuilt for them).
         """
+        reordered: list[str] = []
         if self.join_orders is None:
-            return
+            return reordered
         d = dict(zip(self.stream_names, self.current_d()))
         for query in self.join_orders.queries():
             settings = self.running.get(query)
@@ -430,6 +437,7 @@ class Controller:
                 self._fail("join_order_failed", f"choosing the join order of {query!r} failed: {exc}", query, exc)
                 continue
             self._join_order_states[query] = outcome.state
+            reordered.append(query)
             details = _json_safe({"old_order": current, "new_order": outcome.order, "epoch": epoch + 1, "reason": outcome.reason,
                                   "current_cost": outcome.current_cost, "best_cost": outcome.best_cost,
                                   "rates": dict(stats.rates), "selectivity": stats.default_selectivity,
@@ -443,26 +451,45 @@ class Controller:
             self.metrics.migration("done")
             self._event("join_order_changed", "info", f"join order of {query!r} changed to {order_text(outcome.order)} "
                         f"(epoch {epoch + 1}, JISC): {outcome.reason}", query, details)
+        return reordered
 
     def _join_stats(self, query: str, settings: QuerySettings, rates: dict[str, float]) -> JoinStats:
-        """The rates given, the query's window, the measured selectivity of each pair of its streams.
-
-        A pair not measured yet gets the geometric mean of the query's join
-        nodes' selectivities (measured when reported, else the plan's).
-        """
+        """The rates given, the query's window and the key-match selectivities (``_key_match``)."""
         plan, streams = self.config.plan, list(rates)
         window = self._longest_window(query, settings)
-        joins = [n for n in plan.query_nodes(query) if plan.nodes[n].op == "join" and plan.nodes[n].sel is not None]
-        sels = [min(1.0, self.selectivities.smoothed.get(n, plan.nodes[n].sel)) for n in joins]
-        selectivity = math.exp(sum(math.log(x) for x in sels) / len(sels)) if sels else 1.0
-        measured = self.pair_selectivities.get(query)
-        pairs = {frozenset(key.split(",")): min(1.0, v) for key, v in (measured.smoothed if measured else {}).items()}
+        pairs, default = self._key_match(query)
         return JoinStats(
             rates=rates, windows={s: window for s in streams},
-            selectivity={p: v for p, v in pairs.items() if len(p) == 2 and p <= set(streams)},
-            default_selectivity=selectivity, sizes={s: plan.streams[s].size for s in streams},
+            selectivity={p: v for p, v in pairs.items() if p <= set(streams)},
+            default_selectivity=default, sizes={s: plan.streams[s].size for s in streams},
             granularity=min(plan.streams[s].g for s in streams),
         )
+
+    def _key_match(self, query: str) -> tuple[dict[frozenset[str], float], float]:
+        """A JISC join's smoothed measured selectivity per pair of streams, and the one for pairs not measured yet.
+
+        The latter is the geometric mean of the query's join nodes'
+        selectivities (measured when reported, else the plan's).
+        """
+        plan = self.config.plan
+        joins = [n for n in plan.query_nodes(query) if plan.nodes[n].op == "join" and plan.nodes[n].sel is not None]
+        sels = [min(1.0, self.selectivities.smoothed.get(n, plan.nodes[n].sel)) for n in joins]
+        default = math.exp(sum(math.log(x) for x in sels) / len(sels)) if sels else 1.0
+        measured = self.pair_selectivities.get(query)
+        pairs = {frozenset(key.split(",")): min(1.0, v) for key, v in (measured.smoothed if measured else {}).items()}
+        return {p: v for p, v in pairs.items() if len(p) == 2}, default
+
+    def _join_orders_in_force(self) -> dict[str, Any]:
+        """The order each JISC join runs, from its control file (one that cannot be read: the plan's order)."""
+        if self.join_orders is None:
+            return {}
+        out = {}
+        for query in self.join_orders.queries():
+            try:
+                out[query] = self.join_orders.current(query)[1]
+            except Exception:  # noqa: BLE001 - _reorder_joins reports an unreadable control file as join_order_failed
+                continue
+        return out
 
     def _decide(self, at: datetime, now: float, trigger: str) -> None:
         problem, bounds, rails = self.problem, self.config.bounds, self.rails

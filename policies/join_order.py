@@ -25,12 +25,13 @@ the dynamic programme is exact (Bellman's principle holds).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
 
 from armd.costmodel.characteristics import Stream
 from armd.costmodel.constants import CostConstants
 from armd.costmodel.formulas import join_cost, join_output, window_output
+from armd.costmodel.plan import PlanSet
 
 Order = Any
 """A stream name or a pair of orders (as in ``armd.migrations.join``)."""
@@ -74,17 +75,23 @@ class JoinStats:
     def pair(self, a: str, b: str) -> float:
         return self.selectivity.get(frozenset((a, b)), self.default_selectivity)
 
-    def log_g(self, streams: frozenset[str]) -> float:
-        """log of g(S) = s̄(S)^(|S|−1), the surviving fraction of S's Cartesian product."""
-        names = sorted(streams)
-        if len(names) < 2:
-            return 0.0
-        logs = [math.log(self.pair(a, b)) for a, b in zip_pairs(names)]
-        return sum(logs) / len(logs) * (len(names) - 1)
-
     def cut(self, left: frozenset[str], right: frozenset[str]) -> float:
         """Selectivity of joining the streams of ``left`` with those of ``right``."""
-        return math.exp(self.log_g(left | right) - self.log_g(left) - self.log_g(right))
+        return cut_selectivity(left, right, self.pair)
+
+
+def cut_selectivity(left: frozenset[str], right: frozenset[str], pair: Callable[[str, str], float]) -> float:
+    """g(L ∪ R) / (g(L) · g(R)): the selectivity of joining two subtrees, from pairwise selectivities ``pair(a, b)``."""
+    return math.exp(_log_g(left | right, pair) - _log_g(left, pair) - _log_g(right, pair))
+
+
+def _log_g(streams: frozenset[str], pair: Callable[[str, str], float]) -> float:
+    """log of g(S) = s̄(S)^(|S|−1), the surviving fraction of S's Cartesian product."""
+    names = sorted(streams)
+    if len(names) < 2:
+        return 0.0
+    logs = [math.log(pair(a, b)) for a, b in zip_pairs(names)]
+    return sum(logs) / len(logs) * (len(names) - 1)
 
 
 def zip_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
@@ -279,3 +286,83 @@ def decide(
         True, best, current_cost, best_cost, best,
         f"best order saves {saving:.1%} (> margin {margin:.0%})", JoinOrderState(last_migration=now),
     )
+
+
+# --- the cost model's view of a reordered join ---------------------------------------------------
+
+
+def join_tree(plan: PlanSet, query: str) -> tuple[list[str], dict[str, str]]:
+    """The query as a multi-way join: its join nodes (topological order, root last) and stream → input node.
+
+    A JISC join's query must be a tree of binary joins whose other inputs
+    each read exactly one stream, each stream once (e.g. a window over a
+    source); a ValueError says what is wrong otherwise.
+    """
+    root = plan.queries[query]
+    if plan.nodes[root].op != "join":
+        raise ValueError(f"query {query!r} must be a tree of joins to be reordered, its root {root!r} is {plan.nodes[root].op!r}")
+    joins, inputs, stack = [], {}, [root]
+    while stack:
+        node_id = stack.pop()
+        node = plan.nodes[node_id]
+        if node.op == "join":
+            joins.append(node_id)
+            stack.extend(node.inputs)
+            continue
+        streams = _streams_below(plan, node_id)
+        if len(streams) != 1:
+            raise ValueError(f"input {node_id!r} of the joins of query {query!r} reads {sorted(streams)}: "
+                             "each input of a reordered join must read exactly one stream")
+        (stream,) = streams
+        if stream in inputs:
+            raise ValueError(f"stream {stream!r} is read by two inputs of the joins of query {query!r}: {inputs[stream]!r} and {node_id!r}")
+        inputs[stream] = node_id
+    others = [q for q in plan.queries if q != query and set(joins) & set(plan.query_nodes(q))]
+    if others:
+        raise ValueError(f"the joins of query {query!r} are shared with {others}: a reordered join must be the query's own")
+    position = {node_id: i for i, node_id in enumerate(plan.nodes)}
+    return sorted(joins, key=position.__getitem__), inputs
+
+
+def _streams_below(plan: PlanSet, node_id: str) -> set[str]:
+    node = plan.nodes[node_id]
+    if node.op == "source":
+        return {node.stream}  # type: ignore[arg-type]
+    return set().union(*(_streams_below(plan, i) for i in node.inputs))
+
+
+def plan_in_order(
+    plan: PlanSet, query: str, order: Order, selectivity: Mapping[frozenset[str], float], default_selectivity: float
+) -> PlanSet:
+    """``plan`` with ``query``'s joins rebuilt in ``order``, so that the cost model estimates what runs.
+
+    The join nodes keep their ids, bottom-up (the root stays the root), and
+    their kind and buckets; each gets the selectivity of the cut it now
+    makes (``cut_selectivity`` over the pairwise ``selectivity``, missing
+    pairs ``default_selectivity``). The inputs of the joins are untouched.
+    """
+    joins, inputs = join_tree(plan, query)
+    if _streams(order) != set(inputs) or _size(order) != len(inputs):
+        raise ValueError(f"order {order!r} must name each stream of query {query!r} once: {sorted(inputs)}")
+
+    def pair(a: str, b: str) -> float:
+        return selectivity.get(frozenset((a, b)), default_selectivity)
+
+    rebuilt: list[Any] = []  # new join nodes, bottom-up
+
+    def build(o: Order) -> tuple[str, frozenset[str]]:
+        if isinstance(o, str):
+            return inputs[o], frozenset((o,))
+        (left, sl), (right, sr) = build(o[0]), build(o[1])
+        node = replace(plan.nodes[joins[len(rebuilt)]], inputs=(left, right), sel=cut_selectivity(sl, sr, pair))
+        rebuilt.append(node)
+        return node.id, sl | sr
+
+    build(order)
+    kept = {node_id: node for node_id, node in plan.nodes.items() if node_id not in set(joins)}
+    nodes = {**kept, **{node.id: node for node in rebuilt}}
+    return PlanSet(plan.streams, plan.constants, nodes, plan.queries, plan.granularities)
+
+
+def _size(order: Order) -> int:
+    return 1 if isinstance(order, str) else _size(order[0]) + _size(order[1])

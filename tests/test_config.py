@@ -488,3 +488,16 @@ def test_jisc_join_order_mistakes_name_the_key_and_what_is_allowed(tmp_path, old
         load_config(write(tmp_path, text.replace(old, new, 1)), environ={})
     message = str(info.value)
     assert f"armd.toml: {key}: " in message and words in message, message
+
+
+def test_a_jisc_join_must_be_joins_over_one_input_per_stream(tmp_path):
+    """armd estimates a JISC join in the order it runs by rebuilding its joins: each other input reads one stream."""
+    plan = json.loads((ROOT / "config" / "plans" / "jisc-demo.json").read_text())
+    plan["queries"]["journeys"]["inputs"][1] = {"op": "window", "id": "jr_w_clicks", "w": 10, "inputs": [
+        {"op": "union", "inputs": [{"op": "source", "stream": "clicks"}, {"op": "source", "stream": "views"}]}]}
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "jisc-demo.json").write_text(json.dumps(plan))
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, JISC_EXAMPLE.read_text()), environ={})
+    message = str(info.value)
+    assert "managed.journeys.join_order: " in message and "'jr_w_clicks'" in message and "exactly one stream" in message, message

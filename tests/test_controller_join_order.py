@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import structlog
 from test_controller import Alerts, Applier, Clock, MemoryStore, START, cycle
@@ -17,9 +18,11 @@ from test_spark_jisc_daemon import PLAN, first_pair
 
 from armd.adapters.spark.jisc import ControlFiles, read_control
 from armd.adapters.synthetic import Schedule, SyntheticSource
+from armd.costmodel.evaluate import estimate
 from armd.daemon.config import load_config
 from armd.daemon.controller import Controller
 from armd.daemon.ports import QueryMetrics
+from armd.policies.join_order import plan_in_order
 
 CONFIG = """
 [store]
@@ -150,3 +153,27 @@ def test_measured_pair_selectivities_choose_the_order(tmp_path):
     assert epoch == 1 and first_pair(order) == {"b", "c"}
     changed = [e for e in store.of("event") if e.kind == "join_order_changed"]
     assert changed[0].details["pair_selectivities"] == pytest.approx(pairs)
+
+
+def test_the_cost_model_estimates_the_join_in_the_order_it_runs(tmp_path):
+    """After a switch to a and b first the controller's model is the plan rebuilt in that order, also after a restart."""
+    controller, _, clock, files = make(tmp_path)
+    plan, profile = controller.config.plan, controller.config.model.profile
+
+    def memory(c) -> float:  # the controller's estimate of the query at the plan's rates
+        problem = c.full_problem
+        n = len(problem.queries)
+        outcome = problem.evaluate(np.zeros(n), np.zeros(n), c.plan_d, with_qos=False)
+        return float(outcome.query_memory[problem.queries.index("triple")])
+
+    step(controller, clock)
+    assert files.current("triple")[0] == 0
+    before = memory(controller)
+    assert before == pytest.approx(estimate(plan, profile).queries["triple"].memory)  # the plan's order, (a ⋈ c) ⋈ b
+    step(controller, clock)
+    epoch, order = files.current("triple")
+    assert epoch == 1 and first_pair(order) == {"a", "b"}
+    rebuilt = estimate(plan_in_order(plan, "triple", order, {}, 0.2), profile).queries["triple"].memory
+    assert memory(controller) == pytest.approx(rebuilt) and rebuilt < 0.7 * before  # the fast stream joins last
+    restarted, _, _, _ = make(tmp_path)  # reads the order in force from the control file
+    assert memory(restarted) == pytest.approx(rebuilt)

@@ -8,12 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from armd.costmodel.evaluate import estimate
+from armd.costmodel.plan import parse_plan
 from armd.policies.join_order import (
     JoinOrderState,
     JoinStats,
     best_order,
     decide,
+    join_tree,
     plan_cost,
+    plan_in_order,
     shape_of,
 )
 
@@ -128,3 +132,67 @@ def test_inputs_are_validated():
         plan_cost(("a", "b"), stats({"a": 1.0, "b": 1.0, "c": 1.0}))
     with pytest.raises(ValueError, match="margin"):
         decide(("a", "b"), stats({"a": 1.0, "b": 1.0}), now=0.0, margin=1.5)
+
+
+# --- the cost model's plan of a reordered join ----------------------------------------------------
+
+
+def join_plan(s: JoinStats, order) -> dict:
+    """A plan document: the streams of ``s`` joined in ``order`` over one window per stream."""
+    def tree(o):
+        if isinstance(o, str):
+            return {"op": "window", "id": f"w_{o}", "w": s.windows[o], "inputs": [{"op": "source", "stream": o}]}
+        return {"op": "join", "sel": s.default_selectivity, "inputs": [tree(o[0]), tree(o[1])]}
+    return {"streams": {n: {"rate": r, "g": 1, "size": 64} for n, r in s.rates.items()}, "queries": {"q": tree(order)}}
+
+
+def random_order(rnd, names):
+    forest = list(names)
+    rnd.shuffle(forest)
+    while len(forest) > 1:
+        i = rnd.randrange(len(forest) - 1)
+        forest[i:i + 2] = [(forest[i], forest[i + 1])]
+    return forest[0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(join_stats(2, 5), st.randoms(use_true_random=False))
+def test_the_cost_model_of_a_reordered_plan_differs_between_orders_as_the_policy_does(s, rnd):
+    """Whatever order the plan was written in, rebuilding it in o1 and o2 moves the model's CPU by plan_cost(o1) − plan_cost(o2)."""
+    plan = parse_plan(join_plan(s, random_order(rnd, s.names)))
+    o1, o2 = random_order(rnd, s.names), random_order(rnd, s.names)
+    cpu = [estimate(plan_in_order(plan, "q", o, s.selectivity, s.default_selectivity)).queries["q"].cpu for o in (o1, o2)]
+    expected = plan_cost(o1, s) - plan_cost(o2, s)
+    assert cpu[0] - cpu[1] == pytest.approx(expected, rel=1e-9, abs=1e-9 * max(cpu))
+
+
+def test_rebuilding_a_join_in_its_own_order_changes_no_estimate_and_keeps_the_node_ids():
+    s = stats({"a": 2.0, "b": 2.0, "c": 8.0}, sel=0.1)
+    plan = parse_plan(join_plan(s, (("a", "c"), "b")))
+    joins, inputs = join_tree(plan, "q")
+    assert inputs == {"a": "w_a", "b": "w_b", "c": "w_c"} and joins[-1] == plan.queries["q"]
+    same = plan_in_order(plan, "q", (("a", "c"), "b"), {}, 0.1)
+    totals = [(t.memory, t.cpu) for t in (estimate(same).total, estimate(plan).total)]
+    assert totals[0] == pytest.approx(totals[1])
+    other = plan_in_order(plan, "q", (("b", "a"), "c"), {frozenset("ab"): 0.5}, 0.1)
+    lower, root = (other.nodes[j] for j in joins)
+    assert lower.inputs == ("w_b", "w_a") and root.inputs == (lower.id, "w_c") and plan.queries["q"] == root.id
+    # g(S) = (geometric mean of S's pairs)^(|S| − 1); the root's cut is g(abc) / g(ab)
+    assert lower.sel == pytest.approx(0.5) and root.sel == pytest.approx((0.5 * 0.1 * 0.1) ** (2 / 3) / 0.5)
+
+
+def test_only_a_tree_of_joins_over_one_input_per_stream_can_be_rebuilt():
+    s = stats({"a": 1.0, "b": 1.0, "c": 1.0})
+    doc = join_plan(s, (("a", "b"), "c"))
+    doc["queries"]["other"] = {"ref": doc["queries"]["q"]["inputs"][0].setdefault("id", "ab")}
+    with pytest.raises(ValueError, match=r"shared with \['other'\]"):
+        join_tree(parse_plan(doc), "q")
+    doc = join_plan(s, (("a", "b"), "c"))
+    doc["queries"]["q"]["inputs"][1]["inputs"] = [{"op": "union", "inputs": [{"op": "source", "stream": "c"},
+                                                                            {"op": "source", "stream": "a"}]}]
+    with pytest.raises(ValueError, match="reads \\['a', 'c'\\]: each input"):
+        join_tree(parse_plan(doc), "q")
+    with pytest.raises(ValueError, match="root 'w_a' is 'window'"):
+        join_tree(parse_plan(join_plan(s, "a")), "q")
+    with pytest.raises(ValueError, match="must name each stream"):
+        plan_in_order(parse_plan(join_plan(s, (("a", "b"), "c"))), "q", ("a", "b"), {}, 0.1)
