@@ -195,7 +195,8 @@ def test_records_show_in_query_overview(store: SqlStore, store_url: str) -> None
         Observation(
             at=T0,
             streams=[StreamStats("A", rows=0, interval_seconds=10, rate_per_second=0, d=math.inf), StreamStats("B", 50, 10, 5, 2.0, l=1.0, g=1.0)],
-            queries=[QueryMetrics("q1", state_rows=100, state_bytes=6400, selectivities={"q1_w": 0.5})],
+            queries=[QueryMetrics("q1", state_rows=100, state_bytes=6400, selectivities={"q1_w": 0.5},
+                                  pair_selectivities={"a,b": 0.2})],
         )
     )
     store.record_observation(Observation(at=T0 + timedelta(seconds=10), streams=[], queries=[QueryMetrics("q1", state_rows=120, state_bytes=7680)]))
@@ -215,6 +216,9 @@ def test_records_show_in_query_overview(store: SqlStore, store_url: str) -> None
     assert stream_a == {"last_d": math.inf, "last_rate_per_second": 0}
     [nulls] = plain_sql(store_url, "SELECT count(*) AS n FROM observations WHERE stream IS NOT NULL AND selectivities IS NULL")
     assert nulls["n"] == 2
+    pairs = [r["pair_selectivities"] for r in plain_sql(store_url, "SELECT pair_selectivities FROM observations "
+                                                                    "WHERE query = 'q1' ORDER BY at")]
+    assert [json.loads(p) if isinstance(p, str) else p for p in pairs] == [{"a,b": 0.2}, None]
     [linked] = plain_sql(store_url, "SELECT count(*) AS n FROM estimates WHERE decision_id = :id", id=decision_id)
     assert linked["n"] == 3
 

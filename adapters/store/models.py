@@ -130,6 +130,7 @@ class ObservationRow(Base):
     state_rows: Mapped[int | None] = mapped_column(BigInteger)
     state_bytes: Mapped[int | None] = mapped_column(BigInteger)
     selectivities: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    pair_selectivities: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class BatchRow(Base):

@@ -356,7 +356,7 @@ class SqlStore:
             {
                 "at": at, "stream": s.stream, "query": None, "rows": s.rows, "interval_seconds": s.interval_seconds,
                 "rate_per_second": s.rate_per_second, "d": s.d, "l": s.l, "g": s.g,
-                "state_rows": None, "state_bytes": None, "selectivities": None,
+                "state_rows": None, "state_bytes": None, "selectivities": None, "pair_selectivities": None,
             }
             for s in observation.streams
         ]
@@ -365,6 +365,7 @@ class SqlStore:
                 "at": at, "stream": None, "query": q.query, "rows": None, "interval_seconds": None,
                 "rate_per_second": None, "d": None, "l": None, "g": None,
                 "state_rows": q.state_rows, "state_bytes": q.state_bytes, "selectivities": _json_value(q.selectivities),
+                "pair_selectivities": _json_value(dict(q.pair_selectivities)) if q.pair_selectivities else None,
             }
             for q in observation.queries
         ]
