@@ -10,8 +10,12 @@ exchanged — its worst case). For each strategy: overall throughput,
 throughput during the transition stage (from the switch until every tuple
 from before it has left the window, which is when Parallel Track may drop
 its old plan; the same tuple span for every strategy), and the largest
-output gap. Every run's output count is checked against the oracle, and a
-smaller run compares every strategy's output multiset with the oracle's.
+output gap. A fifth row per case, ``no-transition``, is the plain pipeline
+(the start order, never changed) timed over the same stages: what a
+strategy that cost nothing extra would reach, so ``*_over_plain`` shows
+each strategy's own cost during a transition. Every run's output count is
+checked against the oracle, and a smaller run compares every strategy's
+output multiset with the oracle's.
 
     .venv/bin/python bench/jisc.py --json          # 200,000 tuples
     .venv/bin/python bench/jisc.py --json --full   # 1,000,000 tuples
@@ -36,6 +40,8 @@ from bisect import bisect_right
 from armd.migrations.join import STRATEGIES, EventLog, left_deep, oracle_count, oracle_results, run_host
 
 FREQUENCIES = (20_000, 50_000, 100_000, 200_000)
+NONE = "no-transition"
+"""The plain pipeline: the base order with no transition, timed over the same tuple spans (the stages)."""
 
 
 def workload(tuples: int, streams: int, span: float, extra: int, seed: int) -> EventLog:
@@ -89,21 +95,23 @@ def stage_spans(log: EventLog, switches: list[int], window: float) -> list[tuple
     return spans
 
 
-def run_once(log: EventLog, window: float, name: str, transitions, base, clock) -> dict:
-    strategy = STRATEGIES[name](log, window, base)
+def run_once(log: EventLog, window: float, name: str, transitions, base, clock, spans=None) -> dict:
+    """One run of strategy ``name``; ``NONE`` runs the base order without transitions, timed over ``spans``."""
+    strategy = STRATEGIES["jisc" if name == NONE else name](log, window, base)
     gc.collect()
     gc.disable()  # the pipeline makes no reference cycles; collector pauses would show up as output gaps
     try:
-        run = run_host(strategy, transitions, clock)
+        run = run_host(strategy, [] if name == NONE else transitions, clock)
     finally:
         gc.enable()
-    spans = stage_spans(log, run.switch_at, window)
+    spans = spans if spans is not None else stage_spans(log, run.switch_at, window)
     stage_tuples = sum(e - c for c, e in spans)
     stage_time = sum(run.span_time(c, e) for c, e in spans)
     # tuples processed under the new plan when the largest gap ended (0: the gap is the switch itself)
     before = [c for c in run.switch_at if c <= run.max_gap_event + 1]
     return {
         "strategy": name,
+        "spans": spans,
         "throughput": round(run.events / run.elapsed),
         "transition_throughput": round(stage_tuples / stage_time) if stage_time > 0 else None,
         "max_gap_s": round(run.max_gap, 6),
@@ -170,16 +178,20 @@ def main(argv: list[str] | None = None) -> int:
         for every in FREQUENCIES:
             transitions = forced(len(log), every, names_orders["base"], names_orders[kind])
             runs: dict[str, list[dict]] = {}
+            spans = None
             for rep in range(args.repeats):  # interleaved, so that load on the machine hits every strategy alike
-                for name in args.strategies.split(","):
+                for name in [*args.strategies.split(","), NONE]:
                     if rep == 0 or name != "restart":
-                        runs.setdefault(name, []).append(
-                            run_once(log, args.window, name, transitions, names_orders["base"], clock))
+                        row = run_once(log, args.window, name, transitions, names_orders["base"], clock,
+                                       spans if name == NONE else None)
+                        spans = spans or row["spans"]
+                        runs.setdefault(name, []).append(row)
             for name, rows in runs.items():
                 row = {"transition": kind, "every": every, **best_of(rows)}
+                del row["spans"]
                 row["oracle_results"] = expected
                 row["lost"] = expected - row["results"]
-                row["oracle_ok"] = row["lost"] == 0 if name != "restart" else None
+                row["oracle_ok"] = row["lost"] == 0 if name not in ("restart", NONE) else None
                 cases.append(row)
                 print(json.dumps(row), file=sys.stderr)
 
@@ -188,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ratios = [j / p for j, p in zip(pick("one-pair", "jisc", "transition_throughput"),
                                     pick("one-pair", "parallel-track", "transition_throughput"))]
+    plain = pick("one-pair", NONE, "transition_throughput")
+    over_plain = {name: [round(x / y, 3) for x, y in zip(pick("one-pair", name, "transition_throughput"), plain)]
+                  for name in ("jisc", "parallel-track")}
     jisc_gap = max(c["max_gap_s"] for c in cases if c["strategy"] == "jisc") if cases else None
     ms_gap = max(c["max_gap_s"] for c in cases if c["strategy"] == "moving-state") if cases else None
     multisets = verify_multisets(args, names_orders)
@@ -195,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         "cases": cases,
         "jisc_over_pt_transition": round(min(ratios), 3) if ratios else None,
         "jisc_over_pt_transition_by_frequency": [round(r, 3) for r in ratios],
+        "jisc_over_plain_transition_by_frequency": over_plain["jisc"],
+        "pt_over_plain_transition_by_frequency": over_plain["parallel-track"],
         "jisc_max_gap_s": jisc_gap,
         "ms_max_gap_s": ms_gap,
         "tuples": len(log),
