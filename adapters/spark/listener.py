@@ -358,6 +358,7 @@ class SparkStats:
         pooled: dict[str, list[float]] = {}  # stream → [rows, seconds]
         counts: dict[str, dict[tuple[str, str, str], float]] = {}
         tuples: dict[str, dict[str, float]] = {}  # JISC joins (kind ``pairs``): query → stream or "a,b" → count
+        pair_validity: dict[str, float] = {}  # query → l_a + l_b of its JISC join
         validity: dict[tuple[str, str], float] = {}
         spans: dict[str, float] = {}
         self.groups = {}
@@ -394,7 +395,7 @@ class SparkStats:
                     for name, value in metrics.items():
                         per_query_tuples[name] = per_query_tuples.get(name, 0.0) + float(value or 0)
                     if parsed.param is not None:
-                        validity[(r.query, "pairs")] = parsed.param
+                        pair_validity[r.query] = parsed.param
                     continue
                 key = (parsed.kind, parsed.node, parsed.role)
                 per_query = counts.setdefault(r.query, {})
@@ -418,7 +419,7 @@ class SparkStats:
         for query in names:
             held = self.listener.held(query)
             sel = _selectivities(counts.get(query, {}), validity, query, spans.get(query, 0.0))
-            pairs = _pair_selectivities(tuples.get(query, {}), validity.get((query, "pairs")), spans.get(query, 0.0))
+            pairs = _pair_selectivities(tuples.get(query, {}), pair_validity.get(query), spans.get(query, 0.0))
             if held is None and not sel and not pairs and query not in spans:
                 continue
             metrics.append(QueryMetrics(

@@ -25,12 +25,12 @@ PREFIX = "armd"
 @dataclass(frozen=True)
 class ObservedName:
     kind: str
-    """``filter``, ``join``, ``groups`` or ``count``."""
+    """``filter``, ``join``, ``groups``, ``count`` or ``pairs`` (a JISC join's own counts, ``jisc.jisc_join``)."""
     node: str
     role: str
-    """``in``/``out`` (filter), ``left``/``right``/``out`` (join), ``in`` (groups), any (count)."""
+    """``in``/``out`` (filter), ``left``/``right``/``out`` (join), ``in`` (groups), any (count), ``tuples`` (pairs)."""
     param: float | None = None
-    """Join: the sum of both sides' validity (l1 + l2) in seconds, when given."""
+    """Join, pairs: the sum of both sides' validity (l1 + l2) in seconds, when given."""
 
 
 def observation_name(kind: str, node: str, role: str, param: float | None = None) -> str:
