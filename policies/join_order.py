@@ -20,6 +20,11 @@ streams, exactly 1/keys for every cut when keys are uniform, and, because
 the product over a tree's cuts telescopes to g(all) / Π g(stream), every
 set's output characteristics are the same whatever the tree below it, so
 the dynamic programme is exact (Bellman's principle holds).
+
+The cost model's view. A JISC join's query is written in the plan in one
+order but runs in whichever order armd last published: ``plan_in_order``
+rebuilds the query's joins in the running order, each with the selectivity
+of the cut it makes, so that memory and CPU are estimated for what runs.
 """
 
 from __future__ import annotations
@@ -359,7 +364,8 @@ def plan_in_order(
         return node.id, sl | sr
 
     build(order)
-    kept = {node_id: node for node_id, node in plan.nodes.items() if node_id not in set(joins)}
+    old = set(joins)
+    kept = {node_id: node for node_id, node in plan.nodes.items() if node_id not in old}
     nodes = {**kept, **{node.id: node for node in rebuilt}}
     return PlanSet(plan.streams, plan.constants, nodes, plan.queries, plan.granularities)
 
