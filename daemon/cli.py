@@ -103,6 +103,13 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--json", action="store_true", help="print the calibration as JSON")
     cal.set_defaults(handler=_calibrate)
 
+    demo = commands.add_parser("jisc-demo", help="JISC and the join-order policy on the single-process host: "
+                                                 "a three-way join whose best order changes midway (no Spark, no store)")
+    demo.add_argument("--seconds", type=float, default=240.0, help="event time to generate (default 240; the rates change at half)")
+    demo.add_argument("--seed", type=int, default=1, help="seed of the generated events (default 1)")
+    demo.add_argument("--json", action="store_true", help="print JSON")
+    demo.set_defaults(handler=_jisc_demo)
+
     db = commands.add_parser("db", help="metadata store schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     upgrade = db_commands.add_parser("upgrade", help="create or upgrade the store's schema to this version of armd")
@@ -110,6 +117,14 @@ def _parser() -> argparse.ArgumentParser:
     upgrade.add_argument("--json", action="store_true", help="print the revisions as JSON")
     upgrade.set_defaults(handler=_db_upgrade)
     return parser
+
+
+def _jisc_demo(args: argparse.Namespace) -> int:
+    if not (args.seconds > 0 and args.seconds <= 3600):
+        raise UserError(f"--seconds must be in (0, 3600], got {args.seconds:g}")
+    from .jisc_demo import main as demo
+
+    return demo(args.json, args.seconds, args.seed)
 
 
 def _config_option(parser: argparse.ArgumentParser) -> None:

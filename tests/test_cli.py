@@ -239,3 +239,22 @@ def test_calibrate_fits_the_recorded_batches_and_the_configuration_reuses_the_re
     calibrated = load_config(config)
     assert [spec.size for spec in calibrated.plan.streams.values()] == pytest.approx([300.0] * 3)
     assert calibrated.plan.constants.aggregate_size == pytest.approx(300.0)
+
+
+def test_jisc_demo_changes_the_order_when_the_rates_cross_and_stays_exact(capsys):
+    """The embedded demo: JISC on the single-process host, the join-order policy deciding from what it measures."""
+    assert main(["jisc-demo", "--seconds", "120", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["results"] == report["oracle_results"] > 1000 and report["duplicates"] == 0 and report["closed"]
+    (switch,) = report["switches"]  # views speed up and clicks slow down at 60 s: views join last from then on
+    assert switch["at_s"] > 60 and switch["new_order"].endswith("views)") and report["final_order"] == switch["new_order"]
+    assert set(switch["pair_selectivities"]) == {"carts,views", "clicks,views", "carts,clicks"}
+    assert report["completions"] > 0  # the new lower join was completed key by key, on demand
+    assert main(["jisc-demo"]) == 0
+    text = capsys.readouterr().out
+    assert "→" in text and text.rstrip().endswith("exact")
+
+
+def test_jisc_demo_refuses_a_bad_duration(capsys):
+    assert main(["jisc-demo", "--seconds", "0"]) == 2
+    assert "--seconds must be in (0, 3600]" in capsys.readouterr().err

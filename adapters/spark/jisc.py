@@ -84,7 +84,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, BooleanType, LongType, StructField, StructType
 
 from armd.migrations.join import JISC, EventLog, left_deep, normalise_order
-from armd.migrations.join.pipeline import Cursor, Order, expire_event, flatten, insert, walk_up
+from armd.migrations.join.pipeline import Cursor, Order, count_pairs, expire_event, flatten, insert, walk_up
 from armd.migrations.join.strategies import watch_paths
 
 from .observed import observation_name
@@ -374,15 +374,8 @@ class KeyEngine(JISC):
         return [flatten(p) for _, p in self.out]
 
     def _count_pairs(self, stream: int) -> None:
-        """Count the live tuples of every other stream as partners of the arriving one (after expiry, so all within W)."""
         self.arrived[stream] += 1
-        pairs = self.pairs
-        for other, leaf in enumerate(self.plan.leaves):
-            if other != stream:
-                live = leaf.state.get(_K)  # type: ignore[union-attr]
-                if live:
-                    pair = (other, stream) if other < stream else (stream, other)
-                    pairs[pair] = pairs.get(pair, 0) + len(live)
+        count_pairs(self.plan, stream, _K, self.pairs)
 
     def take_counts(self) -> tuple[list[int], dict[tuple[int, int], int]]:
         """The arrivals and pair counts since the last call, which starts them afresh."""

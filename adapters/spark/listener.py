@@ -55,6 +55,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from pyspark.sql.streaming import StreamingQueryListener
 
 from armd.daemon.ports import BatchProgress, Observation, QueryMetrics, StreamStats
+from armd.policies.join_order import pair_selectivity
 
 from .managed import NAME_SEPARATOR, armd_query_name
 from .observed import parse_observation_name
@@ -463,7 +464,7 @@ def _selectivities(
 
 
 def _pair_selectivities(tuples: Mapping[str, float], validity: float | None, span: float) -> dict[str, float]:
-    """"a,b" → pairs·T / ((l_a + l_b)·n_a·n_b): formula 4 solved for sel, per pair of a JISC join's streams."""
+    """"a,b" → the key-match selectivity of a JISC join's streams a and b (``pair_selectivity``)."""
     out: dict[str, float] = {}
     if not validity or span <= 0:
         return out
@@ -472,6 +473,6 @@ def _pair_selectivities(tuples: Mapping[str, float], validity: float | None, spa
         if not comma:
             continue
         n_a, n_b = tuples.get(a, 0.0), tuples.get(b, 0.0)
-        if n_a > 0 and n_b > 0:  # no pair at all counts as half a pair: the estimate stays a positive upper bound
-            out[",".join(sorted((a, b)))] = min(1.0, max(pairs, 0.5) * span / (validity * n_a * n_b))
+        if n_a > 0 and n_b > 0:
+            out[",".join(sorted((a, b)))] = pair_selectivity(pairs, n_a, n_b, span, validity)
     return out

@@ -355,6 +355,22 @@ def insert(plan: Plan, event: int, stream: int, key: Hashable) -> tuple[Node, En
     return leaf, entry
 
 
+def count_pairs(plan: Plan, stream: int, key: Hashable, pairs: dict[tuple[int, int], int]) -> None:
+    """Add an arriving tuple's partners to ``pairs``: the live tuples of every other stream under its key.
+
+    Call it after expiring up to the tuple's time and before inserting it;
+    over a log every pair of tuples with equal keys less than the window
+    apart is then counted once, as ``(i, j)`` with stream i < j. What the
+    join-order policy's pairwise key-match selectivities are measured from.
+    """
+    for other, leaf in enumerate(plan.leaves):
+        if other != stream:
+            live = leaf.state.get(key)  # type: ignore[union-attr]
+            if live:
+                pair = (other, stream) if other < stream else (stream, other)
+                pairs[pair] = pairs.get(pair, 0) + len(live)
+
+
 def recompute(node: Node, cut: int) -> None:
     """Fill a join state from its children's states, every key (Moving State's eager step)."""
     left, right = node.left.state, node.right.state  # type: ignore[union-attr]
