@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
 from armd.costmodel.constants import CostConstants
 from armd.policies.join_order import JoinOrderState, JoinStats, decide, pair_selectivity
 from armd.policies.triggers import RateTracker
@@ -62,9 +61,9 @@ def run_adaptive(
 ) -> AdaptiveRun:
     """Run ``log`` through JISC starting in ``order``, letting the join-order policy change the order as it goes.
 
-    Decisions start once a whole window of event time has passed (before
-    that the pairs are still filling); a pair not measured yet has
-    ``default_selectivity``.
+    Pairs are measured from one window of event time on (before, the
+    windows are still filling) and decisions start after two; a pair not
+    measured yet has ``default_selectivity``.
     """
     if not decide_every > 0:
         raise ValueError(f"decide_every must be > 0, got {decide_every!r}")
