@@ -745,14 +745,14 @@ class _Loader:
         if spark.state_store != "rocksdb":
             raise t.error((), 'a JISC join runs on transformWithStateInPandas, which needs [spark] state_store = "rocksdb" '
                               f"(it is {spark.state_store!r})")
-        streams = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
-        if len(streams) < 2 or not all(s.isidentifier() for s in streams):
-            raise t.error((), f"query {query!r} must read at least two streams whose names are identifiers "
-                              f"(they become column names), it reads {_listing(streams)}")
         try:
             join_tree(plan, query)  # the cost model estimates the join in the order it runs: it rebuilds these joins
         except ValueError as exc:
             raise t.error((), str(exc)) from None
+        streams = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+        if not all(s.isidentifier() for s in streams):
+            raise t.error((), f"the streams of query {query!r} become column names and must be identifiers, "
+                              f"it reads {_listing(streams)}")
         order = t.value("order", streams, f"a list of the query's streams ({_listing(streams)}), each once")
         if not (isinstance(order, list) and sorted(order) == sorted(streams) and len(set(order)) == len(order)):
             raise t.error(("order",), f"expected a list of the query's streams ({_listing(streams)}), each once, got {_show(order)}")

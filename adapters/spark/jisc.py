@@ -423,6 +423,7 @@ class JiscProcessor(StatefulProcessor):
         self.control_path = str(control_path)
         self.default_order = default_order
         self.count_pairs = count_pairs
+        self.count_names = count_columns(len(self.streams))
         self.control: Control | None = None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -466,7 +467,7 @@ class JiscProcessor(StatefulProcessor):
             return
         import pandas as pd
 
-        names = count_columns(len(self.streams))
+        names = self.count_names
         if results:
             cols: dict[str, Any] = {"key": [key] * len(results), "epoch": [eng.epoch] * len(results)}
             for name in self.streams:
