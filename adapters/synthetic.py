@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from armd.daemon.ports import Observation, QueryMetrics, StreamStats
+from armd.control.ports import Observation, QueryMetrics, StreamStats
 
 _CACHE_SECONDS = 4096
 """Per-second arrival draws kept per stream (enough for windows of about an hour)."""

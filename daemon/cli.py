@@ -29,7 +29,7 @@ from armd.costmodel.plan import PlanError, PlanSet, parse_plan
 
 from . import logs, render
 from .config import Config, ConfigError, load_config
-from .ports import QuerySettings
+from armd.control.ports import QuerySettings
 from .service import Service, StartError, open_store
 
 EXIT_USAGE = 2

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
+from armd.adapters.alerts.hooks import AlertHook
 from armd.costmodel.calibration import Calibration, CalibrationError, calibrated_plan
 from armd.costmodel.evaluate import PROFILES
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan
@@ -223,22 +224,6 @@ class SourceConfig:
     """Seed of the synthetic arrivals: the same seed replays the same arrivals."""
     streams: Mapping[str, SyntheticStream] = field(default_factory=dict)
     """Every plan stream; one without an entry in the file runs at its plan rate."""
-
-
-@dataclass(frozen=True)
-class AlertHook:
-    kind: str
-    """``webhook``, ``command`` or ``log``."""
-    url: str | None = None
-    """Webhook: the http(s) URL events are POSTed to."""
-    secret: str | None = None
-    """Webhook: HMAC key for signing the body (optional)."""
-    argv: tuple[str, ...] = ()
-    """Command: program and arguments; the event is passed on standard input."""
-    timeout_seconds: float = 5.0
-    """Webhook and command: how long one delivery may take."""
-    retries: int = 3
-    """Webhook and command: further attempts after a failed delivery."""
 
 
 @dataclass(frozen=True)

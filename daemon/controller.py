@@ -3,7 +3,7 @@
 The controller owns the daemon's working state (smoothed rates and
 selectivities, the queries admitted, the settings in force, the policy's
 own state) and talks to the
-outside only through the ports of ``ports.py``. Each step is a method the
+outside only through the ports of ``armd.control.ports``. Each step is a method the
 scheduler calls; none of them raises for a problem outside armd:
 
 * a failure that concerns one query (applying its settings, admitting it) is
@@ -55,7 +55,7 @@ from armd.policies.triggers import RateTracker, decision_due
 
 from .config import Config
 from .metrics import NoMetrics
-from .ports import (AlertSink, Applier, DecisionRecord, EstimateRow, EventRecord, JoinOrders, NodeRow, Observation, QueryRow,
+from armd.control.ports import (AlertSink, Applier, DecisionRecord, EstimateRow, EventRecord, JoinOrders, NodeRow, Observation, QueryRow,
                     QuerySettings, StatsSource, Store, StreamRow)
 
 STORE_RETRY_SECONDS = 1.0

@@ -18,7 +18,7 @@ import random
 from typing import Any
 
 from armd.migrations.join import EventLog, left_deep, oracle_count, order_text
-from armd.migrations.join.adaptive import run_adaptive
+from armd.control.adaptive_join import run_adaptive
 
 STREAMS = ("views", "carts", "clicks")
 

@@ -37,7 +37,7 @@ from .config import Config, ConfigError, load_config
 from .controller import Controller, utcnow
 from .metrics import Metrics, NoMetrics
 from .notify import Notifier
-from .ports import Applier, EventRecord, QuerySettings, StatsSource
+from armd.control.ports import Applier, EventRecord, QuerySettings, StatsSource
 
 ALERTS_CLOSE_SECONDS = 2.0
 """At the stop, queued alerts get this long to be delivered; hooks still hanging then are abandoned."""

@@ -25,7 +25,7 @@ from armd.adapters.alerts import AlertDispatcher, CommandHook, DeliveryError, Lo
 from armd.adapters.store import SqlStore
 from armd.daemon.config import AlertHook, load_config
 from armd.daemon.controller import Controller
-from armd.daemon.ports import EventRecord, Observation, QueryMetrics, QuerySettings, StreamStats
+from armd.control.ports import EventRecord, Observation, QueryMetrics, QuerySettings, StreamStats
 
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 EVENT = EventRecord(AT, "bound_exceeded", "warning", "measured state 300,000 B is over the memory bound", "q1", {"measured_state_bytes": 3e5})

@@ -205,7 +205,7 @@ def test_calibrate_fits_the_recorded_batches_and_the_configuration_reuses_the_re
 
     from armd.adapters.store import SqlStore
     from armd.daemon.config import load_config
-    from armd.daemon.ports import BatchProgress, Observation, StreamStats
+    from armd.control.ports import BatchProgress, Observation, StreamStats
 
     plans = tmp_path / "plans"
     plans.mkdir()

@@ -21,7 +21,7 @@ from armd.adapters.store import StoreUnavailable
 from armd.adapters.synthetic import Schedule, SyntheticSource
 from armd.daemon.config import load_config
 from armd.daemon.controller import Controller
-from armd.daemon.ports import QueryMetrics, QuerySettings
+from armd.control.ports import QueryMetrics, QuerySettings
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -21,7 +21,7 @@ from armd.adapters.synthetic import Schedule, SyntheticSource
 from armd.costmodel.evaluate import estimate
 from armd.daemon.config import load_config
 from armd.daemon.controller import Controller
-from armd.daemon.ports import QueryMetrics
+from armd.control.ports import QueryMetrics
 from armd.policies.join_order import plan_in_order
 
 CONFIG = """

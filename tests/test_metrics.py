@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 
 from armd.daemon.metrics import Metrics
-from armd.daemon.ports import EstimateRow
+from armd.control.ports import EstimateRow
 
 DOCUMENTED = (
     'armd_query_estimated_memory_bytes{query="q1"} 1200.0',

@@ -15,7 +15,7 @@ from armd.adapters.spark.managed import (
 )
 from armd.adapters.spark.measure import sources
 from armd.adapters.spark.sinks import BatchSink, MemorySink
-from armd.daemon.ports import EventRecord, QuerySettings
+from armd.control.ports import EventRecord, QuerySettings
 
 WINDOWED_COUNT = "armd.adapters.spark.builders:windowed_count"
 

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from netproxy import Proxy
 
 from armd.adapters.store import SchemaOutdated, SqlStore, StoreError, StoreUnavailable, redact_url
-from armd.daemon.ports import (
+from armd.control.ports import (
     BatchProgress,
     DecisionRecord,
     EstimateRow,

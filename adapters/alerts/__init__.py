@@ -1,4 +1,4 @@
-"""Alert delivery: the ``AlertSink`` port of ``armd.daemon.ports`` for the hooks of ``[[alerts]]``.
+"""Alert delivery: the ``AlertSink`` port of ``armd.control.ports`` for the hooks of ``[[alerts]]``.
 
 An alert must reach a person even when nobody watches the log, and a broken
 receiver must never slow the control loop down. So ``AlertDispatcher``

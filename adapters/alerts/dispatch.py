@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from armd.daemon.ports import EventRecord
+from armd.control.ports import EventRecord
 
 from .hooks import DeliveryError, Hook
 

@@ -17,10 +17,27 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from armd.daemon.config import AlertHook
+@dataclass(frozen=True)
+class AlertHook:
+    """One ``[[alerts]]`` entry of the configuration: where and how events are delivered."""
+
+    kind: str
+    """``webhook``, ``command`` or ``log``."""
+    url: str | None = None
+    """Webhook: the http(s) URL events are POSTed to."""
+    secret: str | None = None
+    """Webhook: HMAC key for signing the body (optional)."""
+    argv: tuple[str, ...] = ()
+    """Command: program and arguments; the event is passed on standard input."""
+    timeout_seconds: float = 5.0
+    """Webhook and command: how long one delivery may take."""
+    retries: int = 3
+    """Webhook and command: further attempts after a failed delivery."""
+
 
 SIGNATURE_HEADER = "X-Armd-Signature"
 BACKOFF_SECONDS = 0.5

@@ -52,7 +52,7 @@ from typing import Any, Callable, Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from armd.daemon.ports import QuerySettings
+from armd.control.ports import QuerySettings
 from armd.migrations.genmig import (
     CHRONON,
     DONE,

@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from armd.daemon.ports import BatchProgress, Observation, QueryMetrics, StreamStats
+from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamStats
 from armd.policies.join_order import pair_selectivity
 
 from .managed import NAME_SEPARATOR, armd_query_name

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from armd.daemon.ports import EventRecord, QuerySettings
+from armd.control.ports import EventRecord, QuerySettings
 
 from .sinks import BatchSink, BatchWriter, Keep
 

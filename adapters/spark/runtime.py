@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from armd.daemon.ports import EventRecord
+from armd.control.ports import EventRecord
 from armd.migrations.genmig import Migration
 
 from .genmig import GenMigApplier

@@ -1,7 +1,8 @@
 """Errors of the metadata store, split by what the caller should do.
 
-``StoreUnavailable`` is temporary: the database cannot be reached right now,
-so the daemon buffers what it wanted to record and tries again later.
+``StoreUnavailable`` is temporary (a ``control.errors.TemporaryError``): the
+database cannot be reached right now, so the daemon buffers what it wanted
+to record and tries again later.
 ``SchemaOutdated`` is permanent until a person runs the upgrade the message
 names. Both are ``StoreError``s, so a caller that only wants "the store
 failed" catches one class.
@@ -9,12 +10,14 @@ failed" catches one class.
 
 from __future__ import annotations
 
+from armd.control.errors import TemporaryError
+
 
 class StoreError(Exception):
     """Something about the metadata store is wrong; the message says what to do."""
 
 
-class StoreUnavailable(StoreError):
+class StoreUnavailable(StoreError, TemporaryError):
     """The database cannot be reached (connection refused, dropped, timed out); retry later."""
 
 

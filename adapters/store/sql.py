@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from armd.adapters.store import models as m
 from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreUnavailable
-from armd.daemon.ports import DecisionRecord, EstimateRow, EventRecord, NodeRow, Observation, QueryRow, QuerySettings, StreamRow
+from armd.control.ports import DecisionRecord, EstimateRow, EventRecord, NodeRow, Observation, QueryRow, QuerySettings, StreamRow
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 UPGRADE_HINT = "run `armd db upgrade --config FILE`"

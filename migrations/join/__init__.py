@@ -3,8 +3,8 @@
 ``pipeline`` is the join (plans, states, window expiry), ``strategies`` the
 order changes (JISC, Moving State, Parallel Track, Restart), ``oracle`` the
 brute-force reference, ``host`` the single-process driver that benchmarks
-use, ``adaptive`` JISC with the join-order policy in the loop (the embedded
-demo, ``armd jisc-demo``). All pure: no clock (the host takes one), no IO.
+use. All pure: no clock (the host takes one), no IO, no policy (JISC with the
+join-order policy in the loop is ``armd.control.adaptive_join``).
 """
 
 from .host import HostRun, run_host

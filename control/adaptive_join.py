@@ -1,6 +1,8 @@
 """JISC driven by the join-order policy on the single-process host: the embedded demo's loop.
 
-Why here: on Spark the daemon measures rates and pairwise selectivities from
+It lives in the control layer because it joins a policy to a migration
+strategy, which the core keeps apart (``armd.migrations`` imports no policy).
+On Spark the daemon measures rates and pairwise selectivities from
 progress events and publishes orders to a control file; without Spark the
 same decision can run right next to the pipeline. ``run_adaptive`` processes
 an event log with JISC and, every ``decide_every`` time units of event time,
@@ -19,8 +21,8 @@ from armd.costmodel.constants import CostConstants
 from armd.policies.join_order import JoinOrderState, JoinStats, decide, pair_selectivity
 from armd.policies.triggers import RateTracker
 
-from .pipeline import EventLog, Order, advance, count_pairs
-from .strategies import JISC
+from armd.migrations.join.pipeline import EventLog, Order, advance, count_pairs
+from armd.migrations.join.strategies import JISC
 
 
 @dataclass(frozen=True)
