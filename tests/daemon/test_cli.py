@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support import REPO
 import pytest
 
 from armd.daemon.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 EXAMPLES = sorted((ROOT / "config" / "plans").glob("*.json")) + sorted((ROOT / "config" / "plans").glob("*.toml"))
 
 
@@ -179,7 +180,7 @@ def test_unreadable_and_malformed_files(tmp_path: Path, capsys: pytest.CaptureFi
 
 # --- the daemon's commands on bad configurations -------------------------------------------------
 
-from test_config import MINIMAL, MISTAKES  # noqa: E402 - one table of mistakes for the loader and the CLI
+from support.config_cases import MINIMAL, MISTAKES  # noqa: E402 - one table of mistakes for the loader and the CLI
 
 
 @pytest.mark.parametrize("command", ["check-config", "run"])
@@ -196,7 +197,7 @@ def test_every_config_mistake_is_exit_2_naming_the_key(tmp_path, capsys, monkeyp
 
 
 def test_check_config_accepts_the_example(capsys):
-    code, out, _ = run_cli("check-config", str(Path(__file__).resolve().parents[1] / "config" / "armd.toml"), capsys=capsys)
+    code, out, _ = run_cli("check-config", str(REPO / "config" / "armd.toml"), capsys=capsys)
     assert code == 0 and "ok — 3 queries" in out
 
 

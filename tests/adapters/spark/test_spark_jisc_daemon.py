@@ -24,25 +24,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from test_daemon import armd, log_events, run_for
+from support.daemon import armd, log_events, run_for
 
 from armd.adapters.spark.source import Arrivals, SourceOptions, schedule_json
 from armd.daemon.config import load_config
 from armd.daemon.service import synthetic_parts
 
-W_MS = 5_000
-STREAMS = ("a", "b", "c")
-
-PLAN = {
-    "streams": {"a": {"rate": 2, "g": 1, "size": 100}, "b": {"rate": 2, "g": 1, "size": 100}, "c": {"rate": 8, "g": 1, "size": 100}},
-    "queries": {
-        "triple": {"op": "join", "id": "t_j2", "sel": 0.2, "inputs": [
-            {"op": "join", "id": "t_j1", "sel": 0.2, "inputs": [
-                {"op": "window", "id": "t_wa", "w": 5, "inputs": [{"op": "source", "stream": "a"}]},
-                {"op": "window", "id": "t_wc", "w": 5, "inputs": [{"op": "source", "stream": "c"}]}]},
-            {"op": "window", "id": "t_wb", "w": 5, "inputs": [{"op": "source", "stream": "b"}]}]},
-    },
-}
+from support.jisc_plan import PLAN, STREAMS, W_MS, first_pair
 
 # Rates a = 2, b = 2, c = 8 per second: joining a and b first is cheapest (the plan's order joins a and c first),
 # so armd changes the order as soon as the query runs. From 80 s on a = 8 and c = 2: b and c first is cheapest.
@@ -110,10 +98,6 @@ def rows(tmp: Path, sql: str) -> list[tuple]:
         return db.execute(sql).fetchall()
 
 
-def first_pair(order) -> set[str]:
-    while not isinstance(order[0], str):
-        order = order[0]
-    return set(order)
 
 
 def test_armd_publishes_the_cheaper_join_order_when_the_rates_change(jisc_run):

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
-from netproxy import Proxy
+from support.netproxy import Proxy
 
 from armd.adapters.store import SchemaOutdated, SqlStore, StoreError, StoreUnavailable, redact_url
 from armd.control.ports import (

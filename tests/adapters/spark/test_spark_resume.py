@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from test_daemon import ARMD, armd, env, log_events
+from support.daemon import ARMD, armd, env, log_events
 
 from armd.adapters.spark.source import Arrivals, SourceOptions
 

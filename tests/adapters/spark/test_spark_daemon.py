@@ -19,10 +19,11 @@ import sqlite3
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from support import REPO
 import pytest
-from test_daemon import armd, log_events, run_for
+from support.daemon import armd, log_events, run_for
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 PLAN = {
     "streams": {"clicks": {"rate": 20, "g": 1, "size": 400}, "orders": {"rate": 5, "g": 1, "size": 400}},

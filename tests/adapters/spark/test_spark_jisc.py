@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from datetime import datetime, timezone
 
 import pytest
-from spark_fixtures import spark  # noqa: F401
+from support.spark import spark  # noqa: F401
 
 from armd.adapters.spark.jisc import KeyEngine, jisc_join, read_control, write_control
 from armd.adapters.spark.session import build_session

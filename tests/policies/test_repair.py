@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
+from support import REPO
 import pytest
 
 from armd.costmodel.plan import parse_plan
@@ -13,7 +13,7 @@ from armd.policies.problem import Bounds, Problem
 from armd.policies.qos import QueryQoS
 from armd.policies.repair import fit_exactly
 
-PLAN = Path(__file__).resolve().parents[1] / "config" / "plans" / "example.json"
+PLAN = REPO / "config" / "plans" / "example.json"
 
 
 @pytest.fixture(scope="module")

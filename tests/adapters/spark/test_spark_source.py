@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from spark_fixtures import progress_listener, spark  # noqa: F401
+from support.spark import progress_listener, spark  # noqa: F401
 
 from armd.adapters.spark.source import Arrivals, SourceOptionError, SourceOptions, read_synthetic, schedule_json
 from armd.adapters.synthetic import Schedule, SyntheticSource

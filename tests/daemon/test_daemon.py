@@ -5,105 +5,12 @@ These runs take a few seconds each: the schedule is compressed (observe every
 """
 
 from __future__ import annotations
-
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-ARMD = [sys.executable, "-m", "armd.daemon.cli"]
-
-CONFIG = """
-[store]
-url = "sqlite:///{db}"
-connect_retries = 2
-connect_backoff_seconds = 0.1
-
-[bounds]
-memory_bytes = 150000
-cpu = 100
-
-[guardrails]
-dry_run = {dry_run}
-
-[schedule]
-observe_seconds = 0.2
-decide_seconds = 2
-apply_seconds = 0.2
-housekeeping_seconds = 1
-
-[source]
-seed = 3
-[source.streams.clicks]
-rate_per_second = 50
-bursts = [ {{ at_seconds = 3, duration_seconds = 60, factor = 20 }} ]
-
-[[alerts]]
-kind = "webhook"
-url = "http://127.0.0.1:9/hook"
-secret = "${{ARMD_TEST_HOOK_SECRET}}"
-
-[plan]
-file = "{plan}"
-
-[queries.clicks_per_view]
-window = [1000, 60000]
-
-[queries.clicks_per_second]
-granularity = [10000, 1000]
-"""
-
-TABLES = ("streams", "queries", "plan_nodes", "observations", "estimates", "decisions", "migrations", "events")
-
-
-def write_config(tmp_path: Path, dry_run: bool = False, db: Path | None = None) -> Path:
-    db = db or tmp_path / "armd.db"
-    path = tmp_path / "armd.toml"
-    path.write_text(CONFIG.format(db=db, dry_run=str(dry_run).lower(), plan=ROOT / "config/plans/example.json"))
-    return path
-
-
-def env() -> dict[str, str]:
-    return {**os.environ, "ARMD_TEST_HOOK_SECRET": "hook-secret-0451"}
-
-
-def armd(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([*ARMD, *args], capture_output=True, text=True, env=env(), timeout=120)
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
-
-
-def start(config: Path) -> tuple[subprocess.Popen, list[str]]:
-    """``armd run`` in the background, returned once it has logged ``daemon_started`` (with the lines so far)."""
-    process = subprocess.Popen([*ARMD, "run", "--config", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-    lines = []
-    while not any('"daemon_started"' in line for line in lines):
-        line = process.stderr.readline()
-        assert line, f"armd run ended before starting: {''.join(lines)}"
-        lines.append(line)
-    return process, lines
-
-
-def run_for(config: Path, seconds: float, stop: int = signal.SIGTERM) -> tuple[subprocess.CompletedProcess, float]:
-    process, lines = start(config)
-    time.sleep(seconds)
-    assert process.poll() is None, process.communicate()[1]
-    asked = time.monotonic()
-    process.send_signal(stop)
-    out, err = process.communicate(timeout=30)
-    return subprocess.CompletedProcess(process.args, process.returncode, out, "".join(lines) + err), time.monotonic() - asked
-
-
-def log_events(stderr: str) -> list[dict]:
-    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+from support.daemon import TABLES, write_config, armd, start, run_for, log_events
 
 
 @pytest.fixture(scope="module")
@@ -250,7 +157,7 @@ def test_sighup_with_a_bad_config_keeps_running_and_alerts(tmp_path):
 
 
 def test_the_store_going_away_mid_run_is_survived_without_losing_records(tmp_path, request):
-    from netproxy import Proxy
+    from support.netproxy import Proxy
     from sqlalchemy.engine import make_url
 
     real = make_url(request.getfixturevalue("postgres_database"))

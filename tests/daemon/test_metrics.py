@@ -6,6 +6,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+from support import REPO
 import pytest
 
 from armd.daemon.metrics import Metrics
@@ -55,7 +56,7 @@ def test_the_endpoint_serves_the_documented_series(metrics: Metrics) -> None:
     text = scrape(port)
     for line in DOCUMENTED:
         assert line in text.splitlines(), line
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
+    docs = (REPO / "docs" / "operations.md").read_text()
     for line in DOCUMENTED:
         assert line.split("{")[0].split(" ")[0].removesuffix("_bucket").removesuffix("_count") in docs
 

@@ -13,8 +13,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import structlog
-from test_controller import Alerts, Applier, Clock, MemoryStore, START, cycle
-from test_spark_jisc_daemon import PLAN, first_pair
+from support.fakes import Alerts, Applier, Clock, MemoryStore, START, cycle
+from support.jisc_plan import PLAN, first_pair
 
 from armd.adapters.spark.jisc import ControlFiles, read_control
 from armd.adapters.synthetic import Schedule, SyntheticSource

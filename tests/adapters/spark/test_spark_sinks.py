@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 import sqlalchemy as sa
 from pyspark.sql import functions as F
-from spark_fixtures import progress_listener, spark  # noqa: F401
+from support.spark import progress_listener, spark  # noqa: F401
 
 from armd.adapters.spark.sinks import MemorySink, ParquetSink, SqlSink, before
 

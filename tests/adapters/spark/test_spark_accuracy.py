@@ -6,11 +6,11 @@ import math
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-from spark_fixtures import progress_listener, spark  # noqa: F401
+from support import REPO
+from support.spark import progress_listener, spark  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(REPO / "bench"))
 import accuracy  # noqa: E402
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from spark_fixtures import progress_listener, spark  # noqa: F401
+from support.spark import progress_listener, spark  # noqa: F401
 from structlog.testing import capture_logs
 
 from armd.adapters.spark.managed import (

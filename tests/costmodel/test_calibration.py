@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
+from support import REPO
 import pytest
 
 from armd.costmodel.calibration import (
@@ -22,7 +22,7 @@ from armd.costmodel.calibration import (
 from armd.costmodel.evaluate import estimate
 from armd.costmodel.plan import parse_plan
 
-PLAN = Path(__file__).resolve().parents[1] / "config" / "plans" / "example.json"
+PLAN = REPO / "config" / "plans" / "example.json"
 
 
 @pytest.fixture(scope="module")

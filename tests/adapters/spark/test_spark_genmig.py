@@ -14,15 +14,15 @@ naive restart). The harness is bench/migration.py's.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from support import REPO
 import pytest
-from spark_fixtures import progress_listener, spark  # noqa: F401
+from support.spark import progress_listener, spark  # noqa: F401
 
 from armd.adapters.spark.managed import QueryManager
 from armd.adapters.spark.sinks import MemorySink
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(REPO / "bench"))
 import migration  # noqa: E402
 
 

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from types import SimpleNamespace
 
 import pytest
-from spark_fixtures import progress_listener, spark  # noqa: F401
+from support.spark import progress_listener, spark  # noqa: F401
 
 from armd.adapters.spark.listener import ProgressListener, SparkStats
 from armd.adapters.spark.mapping import window_aggregation_rows

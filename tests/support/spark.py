@@ -1,7 +1,7 @@
 """One local SparkSession (and one progress listener) for all Spark tests of a pytest session.
 
 Import the fixtures into a test module with
-``from spark_fixtures import spark, progress_listener  # noqa: F401``.
+``from support.spark import spark, progress_listener  # noqa: F401``.
 Starting the JVM takes most of the Spark tests' time, so it happens once.
 """
 

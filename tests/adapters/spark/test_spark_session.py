@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from spark_fixtures import progress_listener, spark  # noqa: F401
+from support.spark import progress_listener, spark  # noqa: F401
 
 from armd.adapters.spark.managed import ManagedSpec, QueryManager, QueryParams
 from armd.adapters.spark.measure import sources

@@ -6,9 +6,9 @@ import copy
 import json
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
+from support import REPO
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,7 +22,7 @@ from armd.costmodel.workload import PLAN_TYPES, section54, section54_workload
 pytestmark = pytest.mark.filterwarnings("error")  # a numpy RuntimeWarning (0/0, ∞−∞, …) fails the test
 
 RTOL = 1e-9
-EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "plans" / "example.json"
+EXAMPLE = REPO / "config" / "plans" / "example.json"
 
 
 # --- comparison helpers ---------------------------------------------------------------------

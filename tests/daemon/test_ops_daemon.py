@@ -27,13 +27,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from support import REPO
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from test_alerts import Receiver
+from support.receiver import Receiver
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 ARMD = [sys.executable, "-m", "armd.daemon.cli"]
 HOOK_SECRET = "hook-secret-7731"
 WATCHDOG_USEC = 300_000

@@ -12,13 +12,12 @@ import hmac
 import json
 import os
 import sys
-import threading
 import time
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
+from support import REPO
 import pytest
 
 from armd.adapters.alerts import AlertDispatcher, CommandHook, DeliveryError, LogHook, WebhookHook, build_hooks, event_json
@@ -31,44 +30,7 @@ AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 EVENT = EventRecord(AT, "bound_exceeded", "warning", "measured state 300,000 B is over the memory bound", "q1", {"measured_state_bytes": 3e5})
 
 
-class Receiver:
-    """A real HTTP server on 127.0.0.1 that records every request it gets."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.release = threading.Event()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": body, "at": time.monotonic()})
-                if self.path == "/hang":
-                    receiver.release.wait(30)
-                    return
-                self.send_response(200 if self.path == "/ok" else 500)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
+from support.receiver import Receiver, receiver  # noqa: F401 - receiver is a fixture
 
 
 class Log:
@@ -240,7 +202,7 @@ def test_without_hooks_alerts_go_to_the_log() -> None:
 # A real SQLite store, a scripted statistics source and an injected clock: each test drives the
 # measurements that should (or should not) raise an event and looks at what reached the alert sink.
 
-PLAN = Path(__file__).resolve().parents[1] / "config" / "plans" / "example.json"
+PLAN = REPO / "config" / "plans" / "example.json"
 EVENTS_CONFIG = """
 [store]
 url = "sqlite:///{db}"

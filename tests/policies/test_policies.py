@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
+from support import REPO
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -467,7 +467,7 @@ def test_parts_evaluate_exactly_like_fractions() -> None:
 def test_a_query_reading_another_querys_window_knob_still_fits_the_exact_total(policy, memory):
     # clicks_per_second aggregates clicks_10s, whose range belongs to clicks_per_view: per-query prices
     # of one query depend on the other's choice, so only the exact total can say whether a setting fits.
-    doc = json.loads((Path(__file__).resolve().parents[1] / "config/plans/example.json").read_text())
+    doc = json.loads((REPO / "config/plans/example.json").read_text())
     qos = {
         "clicks_per_view": QueryQoS(window=(1000, 60000), windows={"clicks_10s": (1000, 20000)}, weight=2),
         "clicks_per_second": QueryQoS(granularity=(10000, 1000)),

@@ -1,0 +1,136 @@
+"""One table of configuration mistakes, shared by the loader's tests and the CLI's: each must be one clear line."""
+
+MINIMAL = """
+[bounds]
+memory_bytes = 1e6
+cpu = 100
+
+[plan.streams.clicks]
+rate = 0.05
+size = 64
+
+[plan.queries.per_second]
+op = "aggregate"
+groups = 20
+inputs = [ { op = "granularity", g = 1000, inputs = [
+    { op = "window", id = "clicks_10s", w = 10000, inputs = [ { op = "source", stream = "clicks" } ] } ] } ]
+"""
+
+SPARK = "[source]\nkind = 'spark'\n[managed.per_second]\n"
+COUNT = "armd.adapters.spark.builders:windowed_count"
+
+# (id, text appended to MINIMAL or (old, new) replaced in it, key path, words naming what is allowed)
+MISTAKES = [
+    ("unknown section", "[storage]\nurl = 'x'", "storage", "allowed sections: store, model"),
+    ("unknown key", "[store]\nurll = 'x'", "store.urll", "allowed keys of [store]: url, retention_days"),
+    ("wrong type", "[store]\nretention_days = 'seven'", "store.retention_days", "expected a number > 0, got 'seven'"),
+    ("negative bound", ("memory_bytes = 1e6", "memory_bytes = -1"), "bounds.memory_bytes", "expected a number > 0"),
+    ("missing bound", ("cpu = 100", ""), "bounds.cpu", "missing; expected a number > 0"),
+    ("reserve ≥ 1", ("cpu = 100", "cpu = 100\nreserve = 1"), "bounds.reserve", "in [0, 1)"),
+    ("unknown policy", "[policy]\nname = 'greedy'", "policy.name", "available: paper-bisection, weighted-qos"),
+    (
+        "unknown policy parameter",
+        "[policy]\nparams = { levels = 3 }",
+        "policy.params",
+        "its parameters: window_levels, granularity_levels, refinements",
+    ),
+    ("hysteresis out of range", "[guardrails]\nhysteresis = 1.5", "guardrails.hysteresis", "in [0, 1)"),
+    ("max_step 0", "[guardrails]\nmax_step = 0", "guardrails.max_step", "in (0, 1]"),
+    ("alpha 0", "[triggers]\nalpha = 0", "triggers.alpha", "in (0, 1]"),
+    (
+        "decide < observe",
+        "[schedule]\nobserve_seconds = 5\ndecide_seconds = 1",
+        "schedule.decide_seconds",
+        "≥ observe_seconds (5)",
+    ),
+    (
+        "unset variable",
+        "[store]\nurl = 'postgresql+psycopg://armd:${ARMD_DB_PASSWORD}@db/armd'",
+        "store.url",
+        "ARMD_DB_PASSWORD is not set; set it",
+    ),
+    (
+        "unsupported store",
+        "[store]\nurl = 'mysql://armd:pw@db/armd'",
+        "store.url",
+        "allowed: sqlite:///PATH or postgresql+psycopg://",
+    ),
+    ("window min > max", "[queries.per_second]\nwindow = [20000, 1000]", "queries.per_second", "1 ≤ min ≤ max"),
+    ("window not a pair", "[queries.per_second]\nwindow = 1000", "queries.per_second.window", "a list of two numbers"),
+    ("QoS for an unknown query", "[queries.per_minute]\nweight = 2", "queries.per_minute", "plan queries: per_second"),
+    (
+        "unknown window node",
+        "[queries.per_second]\nwindows = { nope = [1, 2] }",
+        "queries.per_second",
+        "its windows: clicks_10s",
+    ),
+    (
+        "source stream not in plan",
+        "[source.streams.views]\nrate_per_second = 1",
+        "source.streams.views",
+        "plan streams: clicks",
+    ),
+    ("unknown source kind", "[source]\nkind = 'kafka'", "source.kind", "expected one of synthetic, spark"),
+    ("managed without Spark", "[managed.per_second]\nbuilder = 'x:y'", "managed", 'only used with source.kind = "spark"'),
+    ("Spark without managed queries", "[source]\nkind = 'spark'", "managed.per_second", "needs [managed.NAME] with builder"),
+    ("builder not module:function", SPARK + "builder = 'windowed_count'", "managed.per_second.builder", "'module:function'"),
+    ("builder not importable", SPARK + "builder = 'no_such_module:build'", "managed.per_second.builder", "cannot import module"),
+    ("builder node not in the query", SPARK + f"builder = '{COUNT}'\nnodes = {{ w = 'nope' }}", "managed.per_second.nodes.w",
+     "its nodes: clicks_10s.0, clicks_10s"),
+    ("unknown sink", SPARK + f"builder = '{COUNT}'\nsink = 'kafka'", "managed.per_second.sink.kind", "one of parquet, sql, memory"),
+    ("sql sink without url", SPARK + f"builder = '{COUNT}'\nsink = {{ kind = 'sql' }}", "managed.per_second.sink.url", "missing"),
+    ("unknown output mode", SPARK + f"builder = '{COUNT}'\noutput_mode = 'all'", "managed.per_second.output_mode", "append, update"),
+    ("unknown state store", "[spark]\nstate_store = 'memory'", "spark.state_store", "one of hdfs, rocksdb"),
+    ("unknown source stream", SPARK + f"builder = '{COUNT}'\nstreams = ['views']", "managed.per_second.streams", "plan stream names (clicks)"),
+    ("unknown migration", "[spark]\nmigration = 'magic'", "spark.migration", "one of naive-restart, genmig"),
+    (
+        "steps not ascending",
+        "[source.streams.clicks]\nsteps = [ { at_seconds = 5, rate_per_second = 1 }, { at_seconds = 2, rate_per_second = 1 } ]",
+        "source.streams.clicks.steps[1].at_seconds",
+        "ascending order",
+    ),
+    (
+        "burst factor 0",
+        "[source.streams.clicks]\nbursts = [ { at_seconds = 5, duration_seconds = 1, factor = 0 } ]",
+        "source.streams.clicks.bursts[0].factor",
+        "expected a number > 0",
+    ),
+    ("bad alert kind", "[[alerts]]\nkind = 'email'", "alerts[0].kind", "one of webhook, command, log"),
+    ("webhook without url", "[[alerts]]\nkind = 'webhook'", "alerts[0].url", "http:// or https:// URL"),
+    (
+        "command with empty argv",
+        "[[alerts]]\nkind = 'log'\n[[alerts]]\nkind = 'command'\nargv = []",
+        "alerts[1].argv",
+        "a non-empty list",
+    ),
+    (
+        "key of another hook kind",
+        "[[alerts]]\nkind = 'log'\nurl = 'https://x'",
+        "alerts[0].url",
+        "allowed keys of a log hook: kind",
+    ),
+    ("alerts as a table", "[alerts]\nkind = 'log'", "alerts", "[[alerts]]"),
+    ("negative dedup window", "[alerting]\ndedup_seconds = -1", "alerting.dedup_seconds", "expected a number ≥ 0"),
+    ("empty alert queue", "[alerting]\nqueue_size = 0", "alerting.queue_size", "expected a whole number ≥ 1"),
+    ("stale after 0.5 intervals", "[alerting]\nstale_intervals = 0.5", "alerting.stale_intervals", "whole number ≥ 1"),
+    ("estimate factor 1", "[alerting]\nestimate_factor = 1", "alerting.estimate_factor", "expected a number > 1"),
+    ("unknown alerting key", "[alerting]\nwindow = 3", "alerting.window", "allowed keys of [alerting]: dedup_seconds"),
+    ("metrics on every address", "[metrics]\naddress = '0.0.0.0'", "metrics.address", "only served on the loopback"),
+    ("metrics on a public address", "[metrics]\naddress = '192.0.2.7'", "metrics.address", "expected '127.0.0.1'"),
+    ("metrics port too high", "[metrics]\nport = 70000", "metrics.port", "in [0, 65535]"),
+    ("metrics enabled not a boolean", "[metrics]\nenabled = 'yes'", "metrics.enabled", "true or false"),
+    (
+        "plan file and inline plan",
+        ("[plan.streams.clicks]", "[plan]\nfile = 'plans/x.json'\n[plan.streams.clicks]"),
+        "plan",
+        "exactly one of file",
+    ),
+    ("invalid plan", ("w = 10000", "w = -3"), "plan", "w must be > 0"),
+    ("unknown profile", "[model]\nprofile = 'pipes'", "model.profile", "one of paper"),
+    (
+        "spark conf not scalar",
+        "[spark.conf]\n'spark.jars' = [1, 2]",
+        'spark.conf."spark.jars"',
+        "a string, number or boolean",
+    ),
+]

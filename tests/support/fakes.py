@@ -1,0 +1,176 @@
+"""Recording fakes of the control loop's ports: an in-memory store, an applier, an alert sink and a clock.
+
+The store fake keeps what it is given in lists and can be switched off, so
+tests see every record the controller writes, in order, and what happens
+while the store is down. ``make`` wires a controller on the synthetic source.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from support import REPO
+
+import structlog
+
+from armd.adapters.store import StoreUnavailable
+from armd.adapters.synthetic import Schedule, SyntheticSource
+from armd.daemon.config import load_config
+from armd.daemon.controller import Controller
+from armd.control.ports import QuerySettings
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+CONFIG = """
+[store]
+url = "sqlite:///unused.db"
+
+[bounds]
+memory_bytes = {memory}
+cpu = 100
+reserve = 0.1
+
+[guardrails]
+dry_run = {dry_run}
+
+[triggers]
+threshold = {threshold}
+
+[schedule]
+observe_seconds = 1
+decide_seconds = 10
+
+[plan]
+file = "{plan}"
+
+[queries.clicks_per_view]
+window = [1000, 60000]
+
+[queries.clicks_per_second]
+granularity = [10000, 1000]
+"""
+
+PLAN = REPO / "config" / "plans" / "example.json"
+
+
+class MemoryStore:
+    """Keeps every record; ``down = True`` makes every call fail like an unreachable database."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.calls: list[tuple[str, object]] = []
+        self.settings: dict[str, QuerySettings] = {}
+        self.statuses: dict[str, str] = {}
+        self.open: list[dict] = []
+        """What ``open_migrations`` returns (rows a daemon that stopped left unfinished)."""
+        self._ids = 0
+
+    def _call(self, name: str, payload: object = None) -> int:
+        if self.down:
+            raise StoreUnavailable("database is down")
+        self._ids += 1
+        self.calls.append((name, payload))
+        return self._ids
+
+    def of(self, name: str) -> list[object]:
+        return [payload for call, payload in self.calls if call == name]
+
+    def sync_config(self, streams, queries, nodes, at):
+        self._call("sync_config", [q.name for q in queries])
+
+    def set_query_status(self, query, status, at, reason=None):
+        self._call("status", (query, status))
+        self.statuses[query] = status
+
+    def set_query_settings(self, query, settings, at):
+        self._call("settings", (query, settings))
+        self.settings[query] = settings
+
+    def current_settings(self):
+        if self.down:
+            raise StoreUnavailable("database is down")
+        return dict(self.settings)
+
+    def record_observation(self, observation):
+        self._call("observation", observation)
+
+    def record_estimates(self, at, rows, decision_id=None):
+        self._call("estimates", (decision_id, rows))
+
+    def record_decision(self, record):
+        return self._call("decision", record)
+
+    def record_event(self, event):
+        return self._call("event", event)
+
+    def record_migration(self, query, strategy, state, at, split_time=None, details=None):
+        return self._call("migration", (query, strategy, state))
+
+    def update_migration(self, id, state, at, *, finished=False, lost=None, duplicated=None, differing=None, details=None):
+        self._call("migration_update", (id, state))
+
+    def open_migrations(self):
+        if self.down:
+            raise StoreUnavailable("database is down")
+        return list(self.open)
+
+    def prune_observations(self, older_than):
+        return self._call("prune", older_than) and 0
+
+    def close(self):
+        pass
+
+
+class Applier:
+    name = "recording"
+
+    def __init__(self, source: SyntheticSource, failing: set[str] = frozenset()) -> None:
+        self.source, self.failing, self.applied = source, set(failing), []
+
+    def apply(self, query, old, new):
+        if query in self.failing:
+            raise RuntimeError(f"cluster refused {query}")
+        self.applied.append((query, new))
+        return "direct"
+
+
+class Alerts:
+    def __init__(self) -> None:
+        self.events = []
+
+    def alert(self, event):
+        self.events.append(event)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def make(tmp_path, memory=200_000, dry_run=False, failing=(), burst=None, threshold=0.2, burst_seconds=1e9):
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(memory=memory, dry_run=str(dry_run).lower(), plan=PLAN, threshold=threshold))
+    config = load_config(path)
+    schedules = {name: Schedule(s.rate_per_second) for name, s in config.source.streams.items()}
+    if burst:
+        stream, at, factor = burst
+        base = schedules[stream].rate_per_second
+        schedules[stream] = Schedule(base, bursts=[(at, burst_seconds, factor)])
+    source = SyntheticSource(schedules, 1, config.model.time_unit_seconds, START)
+    store, alerts, clock = MemoryStore(), Alerts(), Clock()
+    applier = Applier(source, set(failing))
+    controller = Controller(config, store, source, applier, alerts, structlog.get_logger(), clock)
+    return controller, store, applier, alerts, clock
+
+
+def cycle(controller, clock, seconds=1.0):
+    clock.advance(seconds)
+    controller.observe()
+    controller.decide()
+    controller.apply()
