@@ -138,6 +138,61 @@ class Applier(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class DesiredSettings:
+    """What the control cycle wants one query to run with: the contract between deciding and applying.
+
+    The cycle writes one row per query after every decision that changes
+    something (through guardrails and staging); the reconciler reads the rows
+    and applies each ``plan_version`` it has not applied yet. Nothing else
+    passes from the deciding side to the applying side, so the reconciler can
+    run in another process (a user's Spark application) against the same store.
+    """
+
+    query: str
+    plan_version: int
+    """Increases by one with every change the cycle asks of this query; the reconciler applies each version once."""
+    settings: QuerySettings
+    join_order: Any = None
+    """A JISC join's order (a ``migrations.join`` order) when the cycle chooses it, else None."""
+    may_start: bool = True
+    """False while staging holds the change back: its migration's extra state would break the bound with those in progress."""
+    recommend_only: bool = False
+    """A dry run's recommendation: shown, never applied."""
+    decision_id: str | None = None
+    """The decision that asked for it (an id the cycle generated)."""
+    at: datetime | None = None
+
+
+ACTUAL_PHASES = ("steady", "migrating", "retrying", "failed")
+"""``steady``: the version in force is the one desired; ``migrating``: a live migration runs; ``retrying``: the last attempt
+failed for a reason that may pass; ``failed``: a permanent error (or too many attempts), the query needs a person."""
+
+
+@dataclass(frozen=True)
+class ActualState:
+    """What the reconciler reports one query runs with, and how its latest change goes."""
+
+    query: str
+    plan_version: int
+    """The desired version in force (0: the configured settings, nothing applied yet)."""
+    settings: QuerySettings | None
+    phase: str
+    """One of ``ACTUAL_PHASES``."""
+    join_order: Any = None
+    migration_state: str | None = None
+    """A live migration's state (``migrations.genmig``: planned, running, draining, done, failed)."""
+    target_version: int | None = None
+    """The version being applied (migrating or retrying)."""
+    attempts: int = 0
+    """Failed attempts at ``target_version`` so far."""
+    error: str | None = None
+    retry_at: datetime | None = None
+    extra_state_bytes: float | None = None
+    """What the migration in progress holds beyond the query's steady state (its transient cost)."""
+    at: datetime | None = None
+
+
 class JoinOrders(Protocol):
     """Where the daemon publishes the join order of the multi-way joins JISC runs (a control file on Spark).
 
@@ -263,6 +318,22 @@ class Store(Protocol):
 
     def open_migrations(self) -> list[dict[str, Any]]:
         """Unfinished migrations (``id``, ``query``, ``strategy``, ``state``, ``details``), oldest first; read back at start."""
+        ...
+
+    def write_desired(self, rows: Sequence[DesiredSettings]) -> None:
+        """Upsert the desired settings of the queries in ``rows`` (one row per query; a query not given keeps its row)."""
+        ...
+
+    def desired_settings(self) -> dict[str, DesiredSettings]:
+        """The desired settings per query (queries the cycle never decided on are absent)."""
+        ...
+
+    def write_actual(self, state: ActualState) -> None:
+        """Upsert what one query actually runs with (the reconciler's report)."""
+        ...
+
+    def actual_states(self) -> dict[str, ActualState]:
+        """The reconciler's latest report per query."""
         ...
 
     def prune_observations(self, older_than: datetime) -> int:

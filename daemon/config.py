@@ -79,6 +79,22 @@ class StoreConfig:
     """Connection attempts after the first one fails."""
     connect_backoff_seconds: float = 0.5
     """Wait before the first retry, doubled per retry."""
+    call_timeout_seconds: float = 5.0
+    """Longest one store call may block (a lock held by another connection, a hung server) before it counts as unavailable."""
+    lease_seconds: float = 15.0
+    """The active daemon renews its lease on the store this often at least; another daemon may take over once it lapses."""
+
+
+@dataclass(frozen=True)
+class ApplyConfig:
+    """How the reconciler retries applying desired settings that failed for a reason that may pass."""
+
+    retry_initial_seconds: float = 1.0
+    """Wait before the first retry after a temporary apply error (or the error's own hint, whichever is longer)."""
+    retry_max_seconds: float = 60.0
+    """The wait doubles per failed attempt up to this."""
+    max_attempts: int = 20
+    """Attempts for one change before its query is marked ``failed`` (a permanent error marks it at once)."""
 
 
 @dataclass(frozen=True)
@@ -289,6 +305,8 @@ class Config:
     """The Prometheus endpoint."""
     managed: Mapping[str, ManagedQueryConfig] = field(default_factory=dict)
     """How each plan query runs on Spark (with ``source.kind = "spark"``; empty otherwise)."""
+    apply: ApplyConfig = field(default_factory=ApplyConfig)
+    """Retries of apply errors."""
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced by ``***``."""
@@ -328,6 +346,7 @@ class Config:
                 },
             },
             "alerting": _fields(self.alerting),
+            "apply": _fields(self.apply),
             "metrics": _fields(self.metrics),
             "managed": {
                 name: {**_fields(m), "sink": {k: v for k, v in _fields(m.sink).items() if v is not None},
@@ -388,6 +407,7 @@ SECTIONS = (
     "plan",
     "queries",
     "managed",
+    "apply",
 )
 
 
@@ -586,7 +606,8 @@ class _Loader:
         plan_doc, plan = self.plan(top)
         if model.calibration is not None:
             plan = self.calibrated(top, plan, model.calibration)
-        store = self.store(top.table("store", ("url", "retention_days", "connect_retries", "connect_backoff_seconds")))
+        store = self.store(top.table("store", ("url", "retention_days", "connect_retries", "connect_backoff_seconds",
+                                                "call_timeout_seconds", "lease_seconds")))
         alerts = tuple(self.alert(i, raw) for i, raw in enumerate(top.tables("alerts")))
         source = self.source(top.table("source", ("kind", "seed", "streams")), plan, model)
         spark = self.spark(top.table("spark", ("master", "app_name", "conf", "checkpoint_dir", "state_store", "migration")))
@@ -616,6 +637,7 @@ class _Loader:
             alerting=self.alerting(top.table("alerting", ("dedup_seconds", "queue_size", "stale_intervals", "estimate_factor"))),
             metrics=self.metrics(top.table("metrics", ("enabled", "port", "address"))),
             managed=managed,
+            apply=self.apply(top.table("apply", ("retry_initial_seconds", "retry_max_seconds", "max_attempts"))),
         )
 
     def _build(self, t: _Table, make: Callable[[], Any]) -> Any:
@@ -639,7 +661,16 @@ class _Loader:
             t.number("retention_days", 7.0, POSITIVE),
             t.integer("connect_retries", 5, NON_NEGATIVE),
             t.number("connect_backoff_seconds", 0.5, POSITIVE),
+            t.number("call_timeout_seconds", 5.0, POSITIVE),
+            t.number("lease_seconds", 15.0, POSITIVE),
         )
+
+    def apply(self, t: _Table) -> ApplyConfig:
+        initial = t.number("retry_initial_seconds", 1.0, POSITIVE)
+        longest = t.number("retry_max_seconds", 60.0, POSITIVE)
+        if longest < initial:
+            raise t.error(("retry_max_seconds",), f"{longest:g} is less than retry_initial_seconds ({initial:g}); allowed: ≥ retry_initial_seconds")
+        return ApplyConfig(initial, longest, t.integer("max_attempts", 20, POSITIVE))
 
     def model(self, t: _Table) -> ModelConfig:
         calibration = t.string("calibration") if "calibration" in t.raw else None

@@ -30,9 +30,8 @@ the plan's and a full decision follows.
 from __future__ import annotations
 
 import math
-import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
@@ -40,6 +39,7 @@ from typing import Any, Callable
 import numpy as np
 
 from armd.adapters.store import StoreUnavailable
+from armd.control.outbox import Outbox
 from armd.migrations.genmig import Migration
 from armd.migrations.join import order_text
 from armd.policies.admission import admit
@@ -57,12 +57,6 @@ from .config import Config
 from .metrics import NoMetrics
 from armd.control.ports import (AlertSink, Applier, DecisionRecord, EstimateRow, EventRecord, JoinOrders, NodeRow, Observation, QueryRow,
                     QuerySettings, StatsSource, Store, StreamRow)
-
-STORE_RETRY_SECONDS = 1.0
-"""While the store is down, writing the backlog is tried again at most this often, so the steps keep their pace."""
-BACKLOG_LIMIT = 100_000
-"""Records kept while the store is down; past this the oldest observations would go, so the daemon says so."""
-
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
@@ -98,14 +92,11 @@ class Controller:
         self.metrics = metrics if metrics is not None else NoMetrics()
         self.started = clock()
         self.counters: Counter[str] = Counter()
-        self._lock = threading.RLock()
         self._idle_intervals: Counter[str] = Counter()
         self._stale: set[str] = set()
         self._over_bound = False
         self._estimate_off: set[str] = set()
-        self._backlog: deque[tuple[str, Callable[[], Any]]] = deque()
-        self._store_down = False
-        self._store_tried = self.started
+        self.outbox = Outbox(clock, log)
         self.running: dict[str, QuerySettings] = {}
         self.changed_at: dict[str, float] = {}
         self.status: dict[str, str] = {}
@@ -795,45 +786,13 @@ class Controller:
         self._record("prune", prune)
 
     def flush(self, force: bool = False) -> bool:
-        """Write the backlog (while the store is down, at most every ``STORE_RETRY_SECONDS``); True when it is empty."""
-        with self._lock:
-            return self._flush(force)
-
-    def _flush(self, force: bool) -> bool:
-        if self._store_down and not force:
-            if (self.clock() - self._store_tried).total_seconds() < STORE_RETRY_SECONDS:
-                return False
-        self._store_tried = self.clock()
-        while self._backlog:
-            kind, write = self._backlog[0]
-            try:
-                write()
-            except StoreUnavailable as exc:
-                self._store_unavailable(kind, exc)
-                return False
-            self._backlog.popleft()
-        if self._store_down:
-            self._store_down = False
-            self.log.info("store_available_again")
-        return True
+        """Write the backlog (while the store is down, at most every ``outbox.RETRY_SECONDS``); True when it is empty."""
+        return self.outbox.flush(force)
 
     # --- recording, events and failures --------------------------------------------------------
 
     def _record(self, kind: str, write: Callable[[], Any]) -> None:
-        # Locked because query_terminated may come from the Spark adapter's listener thread.
-        with self._lock:
-            self._backlog.append((kind, write))
-            if len(self._backlog) > BACKLOG_LIMIT:
-                dropped = self._backlog.popleft()
-                self.counters["records_dropped"] += 1
-                self.log.error("backlog_full", dropped=dropped[0], limit=BACKLOG_LIMIT)
-            self._flush(False)
-
-    def _store_unavailable(self, kind: str, exc: Exception) -> None:
-        self.counters["store_errors"] += 1
-        if not self._store_down:
-            self._store_down = True
-            self.log.error("store_unavailable", step=kind, error=str(exc), backlog=len(self._backlog))
+        self.outbox.put(kind, write)
 
     def note(self, kind: str, message: str, details: dict[str, Any] | None = None) -> None:
         """Record an informational event (the daemon started, stopped, …)."""

@@ -17,7 +17,7 @@ from armd.adapters.store import StoreUnavailable
 from armd.adapters.synthetic import Schedule, SyntheticSource
 from armd.daemon.config import load_config
 from armd.daemon.controller import Controller
-from armd.control.ports import QuerySettings
+from armd.control.ports import ActualState, DesiredSettings, QuerySettings
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -63,6 +63,8 @@ class MemoryStore:
         self.statuses: dict[str, str] = {}
         self.open: list[dict] = []
         """What ``open_migrations`` returns (rows a daemon that stopped left unfinished)."""
+        self.desired: dict[str, DesiredSettings] = {}
+        self.actual: dict[str, ActualState] = {}
         self._ids = 0
 
     def _call(self, name: str, payload: object = None) -> int:
@@ -113,6 +115,24 @@ class MemoryStore:
         if self.down:
             raise StoreUnavailable("database is down")
         return list(self.open)
+
+    def write_desired(self, rows):
+        self._call("desired", list(rows))
+        self.desired.update({row.query: row for row in rows})
+
+    def desired_settings(self):
+        if self.down:
+            raise StoreUnavailable("database is down")
+        return dict(self.desired)
+
+    def write_actual(self, state):
+        self._call("actual", state)
+        self.actual[state.query] = state
+
+    def actual_states(self):
+        if self.down:
+            raise StoreUnavailable("database is down")
+        return dict(self.actual)
 
     def prune_observations(self, older_than):
         return self._call("prune", older_than) and 0
