@@ -985,9 +985,8 @@ class _Loader:
         try:
             Problem(plan, qos)
         except QoSError as exc:
-            match = re.fullmatch(r"query '([^']*)': (.*)", str(exc))
-            if match and match[1] in qos:
-                raise top.error(("queries", match[1]), match[2]) from None
+            if exc.query in qos:
+                raise top.error(("queries", exc.query), exc.detail) from None
             raise top.error(("queries",), str(exc)) from None
         return qos
 

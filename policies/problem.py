@@ -150,8 +150,8 @@ class Problem:
             for node_id in spec.windows:
                 if node_id not in windows:
                     raise QoSError(
-                        f"query {query!r}: {node_id!r} is not a time-based window of the query; "
-                        f"its windows: {', '.join(windows) or 'none'}"
+                        f"{node_id!r} is not a time-based window of the query; its windows: {', '.join(windows) or 'none'}",
+                        query,
                     )
             for node_id in windows:
                 bounds = spec.windows.get(node_id, spec.window)
@@ -165,7 +165,7 @@ class Problem:
             if spec.granularity is not None:
                 grans = [n for n in members if plan.nodes[n].op == "granularity"]
                 if not grans:
-                    raise QoSError(f"query {query!r}: a granularity range is declared but the plan has no granularity node")
+                    raise QoSError("a granularity range is declared but the plan has no granularity node", query)
                 coarse, fine = map(float, spec.granularity)
                 for node_id in grans:
                     self._claim(owner, node_id, query)
@@ -173,8 +173,9 @@ class Problem:
                     multiple = fine / below
                     if abs(multiple - round(multiple)) > 1e-9 * multiple:
                         raise QoSError(
-                            f"query {query!r}: finest granularity {fine:g} is not a whole multiple of the "
-                            f"granularity {below:g} entering node {node_id!r}"
+                            f"finest granularity {fine:g} is not a whole multiple of the "
+                            f"granularity {below:g} entering node {node_id!r}",
+                            query,
                         )
                     gran_idx.append(index[node_id])
                     gran_query.append(qi)
@@ -326,8 +327,9 @@ class Problem:
             flags = [i in tuned for i in node.inputs]
             if node.op in ("join", "union") and any(flags) and not all(flags):
                 raise QoSError(
-                    f"query {query!r}: node {node_id!r} ({node.op}) joins inputs with and without the query's "
-                    "granularity operator; put a granularity node on every input so they change together"
+                    f"node {node_id!r} ({node.op}) joins inputs with and without the query's "
+                    "granularity operator; put a granularity node on every input so they change together",
+                    query,
                 )
             if node_id in grans or any(flags):
                 tuned.add(node_id)

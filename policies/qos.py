@@ -25,7 +25,17 @@ import numpy as np
 
 
 class QoSError(ValueError):
-    """An invalid QoS declaration; the message names the query and what is allowed."""
+    """An invalid QoS declaration; the message names the query and what is allowed.
+
+    ``query`` is the query the declaration belongs to (``None`` when the mistake
+    spans queries), and ``detail`` the message without it, so a caller can report
+    the mistake under its own name for the query (the configuration: its key).
+    """
+
+    def __init__(self, detail: str, query: str | None = None) -> None:
+        self.detail = detail
+        self.query = query
+        super().__init__(f"query {query!r}: {detail}" if query is not None else detail)
 
 
 @dataclass(frozen=True)
@@ -42,34 +52,33 @@ class QueryQoS:
     """Priority of the query in the weighted QoS objective (> 0)."""
 
     def validate(self, query: str) -> None:
-        where = f"query {query!r}"
         if not (isinstance(self.weight, (int, float)) and self.weight > 0 and math.isfinite(self.weight)):
-            raise QoSError(f"{where}: weight must be a finite number > 0, got {self.weight!r}")
+            raise QoSError(f"weight must be a finite number > 0, got {self.weight!r}", query)
         ranges = dict(self.windows)
         if self.window is not None:
             ranges["window"] = self.window
         for node, bounds in ranges.items():
-            low, high = _pair(bounds, f"{where}: window range of {node!r}")
+            low, high = _pair(bounds, f"window range of {node!r}", query)
             if not 1 <= low <= high:
-                raise QoSError(f"{where}: window range of {node!r} must satisfy 1 ≤ min ≤ max, got [{low:g}, {high:g}]")
+                raise QoSError(f"window range of {node!r} must satisfy 1 ≤ min ≤ max, got [{low:g}, {high:g}]", query)
             if math.floor(high) < math.ceil(low):
-                raise QoSError(f"{where}: window range of {node!r} holds no whole time unit: [{low:g}, {high:g}]")
+                raise QoSError(f"window range of {node!r} holds no whole time unit: [{low:g}, {high:g}]", query)
         if self.granularity is not None:
-            coarse, fine = _pair(self.granularity, f"{where}: granularity range")
+            coarse, fine = _pair(self.granularity, "granularity range", query)
             if not coarse >= fine > 0:
                 raise QoSError(
-                    f"{where}: granularity range is (coarsest, finest) with coarsest ≥ finest > 0, "
-                    f"got ({coarse:g}, {fine:g})"
+                    f"granularity range is (coarsest, finest) with coarsest ≥ finest > 0, got ({coarse:g}, {fine:g})",
+                    query,
                 )
 
 
-def _pair(bounds: object, where: str) -> tuple[float, float]:
+def _pair(bounds: object, what: str, query: str) -> tuple[float, float]:
     if (
         not isinstance(bounds, (tuple, list))
         or len(bounds) != 2
         or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)
     ):
-        raise QoSError(f"{where} must be two finite numbers, got {bounds!r}")
+        raise QoSError(f"{what} must be two finite numbers, got {bounds!r}", query)
     return float(bounds[0]), float(bounds[1])
 
 
