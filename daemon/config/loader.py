@@ -1,0 +1,183 @@
+"""``load_config``: read the file, put in the environment, and read every section in the order they depend on.
+
+The plan comes first, since later sections refer to it. Values are checked
+here for type and range (from their definitions in ``sections``); the core's
+own constructors (``parse_plan``, ``Problem``, ``make_policy``,
+``Guardrails``, ``RateTracker``, ``Bounds``) then check what only they know,
+and their errors are re-raised under the key they concern. Checks that relate
+keys to each other are written out below, one function per section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from armd.adapters.alerts.hooks import AlertHook
+from armd.costmodel.plan import PlanSet
+from armd.policies.guardrails import Guardrails
+from armd.policies.problem import Bounds
+from armd.policies.registry import make_policy
+from armd.policies.triggers import RateTracker
+
+from .document import SECTIONS, Config
+from .environment import interpolate
+from .errors import ConfigError, Key, listing, reason, show
+from .keys import into, keys_of
+from .managed import check_fixed_join_windows, read_managed, read_spark
+from .plan import calibrate, read_plan, read_queries
+from .reader import REQUIRED, Table
+from .redaction import find_secrets
+from .sections import (ALERT_KINDS, AlertingConfig, ApplyConfig, BoundsKeys, Burst, GuardrailsKeys, HookKeys,
+                       MetricsConfig, ModelConfig, PolicyConfig, RateStep, ScheduleConfig, SourceConfig,
+                       StoreConfig, SyntheticStream, TriggerConfig)
+
+
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
+    """Read, interpolate and validate a configuration file; every mistake is a ``ConfigError``."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            path, None, f"cannot read the configuration: {reason(exc)}; give a readable UTF-8 TOML file"
+        ) from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.fullmatch(r"(.*) \(at (line \d+, column \d+|end of document)\)", str(exc))
+        what, where = (match[1], match[2]) if match else (str(exc), None)
+        raise ConfigError(path, where, f"invalid TOML: {what}; see https://toml.io/en/v1.0.0") from None
+    substituted: dict[Key, list[str]] = {}
+    doc = interpolate(raw, (), os.environ if environ is None else environ, path, substituted)
+    config = _read(Table(path, (), doc, SECTIONS))
+    return dataclasses.replace(config, secrets=find_secrets(config, substituted))
+
+
+def _read(top: Table) -> Config:
+    model = ModelConfig(**top.section("model", ModelConfig).read(ModelConfig))
+    plan_doc, plan = read_plan(top)
+    plan = calibrate(top, plan, model)
+    store = StoreConfig(**top.section("store", StoreConfig).read(StoreConfig))
+    alerts = tuple(_alert(top, i, raw) for i, raw in enumerate(top.tables("alerts")))
+    source = _source(top.section("source", SourceConfig), plan, model)
+    spark = read_spark(top)
+    managed = read_managed(top, plan, source.kind, spark)
+    qos = read_queries(top, plan)
+    check_fixed_join_windows(top, managed, qos)
+    return Config(
+        path=top.file,
+        store=store,
+        model=model,
+        spark=spark,
+        bounds=_bounds(top.section("bounds", BoundsKeys)),
+        policy=_policy(top.section("policy", PolicyConfig)),
+        guardrails=_guardrails(top.section("guardrails", GuardrailsKeys)),
+        triggers=_triggers(top.section("triggers", TriggerConfig)),
+        schedule=_schedule(top.section("schedule", ScheduleConfig)),
+        source=source,
+        alerts=alerts,
+        plan_doc=plan_doc,
+        plan=plan,
+        qos=qos,
+        alerting=AlertingConfig(**top.section("alerting", AlertingConfig).read(AlertingConfig)),
+        metrics=MetricsConfig(**top.section("metrics", MetricsConfig).read(MetricsConfig)),
+        managed=managed,
+        apply=_apply(top.section("apply", ApplyConfig)),
+    )
+
+
+def _core(t: Table, make: Callable[[], Any]) -> Any:
+    """Run a core constructor on checked values; anything it still rejects is reported at the section."""
+    try:
+        return make()
+    except ValueError as exc:
+        raise t.error((), f"{exc}; see docs/configuration.md") from None
+
+
+def _bounds(t: Table) -> Bounds:
+    values = t.read(BoundsKeys)
+    return _core(t, lambda: into(Bounds, BoundsKeys, values))
+
+
+def _guardrails(t: Table) -> Guardrails:
+    values = t.read(GuardrailsKeys)
+    return _core(t, lambda: into(Guardrails, GuardrailsKeys, values))
+
+
+def _triggers(t: Table) -> TriggerConfig:
+    triggers = TriggerConfig(**t.read(TriggerConfig))
+    _core(t, lambda: RateTracker(triggers.alpha, triggers.threshold))
+    return triggers
+
+
+def _policy(t: Table) -> PolicyConfig:
+    name = t.read(PolicyConfig)["name"]
+    params = t.mapping("params")
+    try:
+        make_policy(name, params)
+    except (LookupError, ValueError) as exc:
+        raise t.error(("params",), str(exc)) from None
+    return PolicyConfig(name, dict(params))
+
+
+def _schedule(t: Table) -> ScheduleConfig:
+    schedule = ScheduleConfig(**t.read(ScheduleConfig))
+    if schedule.decide_seconds < schedule.observe_seconds:
+        given = t.raw.get("decide_seconds", schedule.decide_seconds)
+        raise t.error(("decide_seconds",), f"expected a number ≥ observe_seconds ({schedule.observe_seconds:g}), "
+                                           f"got {show(given)}")
+    return schedule
+
+
+def _apply(t: Table) -> ApplyConfig:
+    apply = ApplyConfig(**t.read(ApplyConfig))
+    if apply.retry_max_seconds < apply.retry_initial_seconds:
+        raise t.error(("retry_max_seconds",), f"{apply.retry_max_seconds:g} is less than retry_initial_seconds "
+                                              f"({apply.retry_initial_seconds:g}); allowed: ≥ retry_initial_seconds")
+    return apply
+
+
+def _source(t: Table, plan: PlanSet, model: ModelConfig) -> SourceConfig:
+    plain = t.read(SourceConfig)
+    configured = t.mapping("streams")
+    for name in configured:
+        if name not in plan.streams:
+            raise t.error(("streams", name), f"not a stream of the plan; plan streams: {listing(plan.streams)}")
+    streams = {}
+    for name, spec in plan.streams.items():
+        s = Table(t.file, (*t.key, "streams", name), configured.get(name, {}), keys_of(SyntheticStream))
+        steps = tuple(RateStep(**step.read(RateStep)) for step in s.items("steps", RateStep))
+        for i in range(1, len(steps)):
+            if steps[i].at_seconds <= steps[i - 1].at_seconds:
+                raise s.error(
+                    ("steps", i, "at_seconds"),
+                    f"expected a number > {steps[i - 1].at_seconds:g} (steps in ascending order), got {steps[i].at_seconds:g}",
+                )
+        bursts = tuple(Burst(**burst.read(Burst)) for burst in s.items("bursts", Burst))
+        plan_rate = 1.0 / (spec.d * model.time_unit_seconds)
+        streams[name] = SyntheticStream(**s.read(SyntheticStream, defaults={"rate_per_second": plan_rate}),
+                                        steps=steps, bursts=bursts)
+    return SourceConfig(**plain, streams=streams)
+
+
+def _alert(top: Table, index: int, raw: dict[str, Any]) -> AlertHook:
+    """One ``[[alerts]]`` entry; a hook of a known kind allows only the keys of its kind."""
+    kind = raw.get("kind")
+    known = kind in ALERT_KINDS
+    allowed = keys_of(HookKeys, kind) if known else keys_of(HookKeys)
+    t = Table(top.file, ("alerts", index), raw, allowed, f"a {kind} hook" if known else None)
+    kind = t.read(HookKeys, keys=("kind",))["kind"]
+    if kind == "webhook" and "url" not in raw:
+        raise t.error(("url",), "missing; a webhook hook needs url = an http:// or https:// URL")
+    values = t.read(HookKeys, keys=keys_of(HookKeys, kind))
+    if kind == "command":
+        argv = t.value("argv", REQUIRED, "a non-empty list of strings")
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) and a for a in argv)):
+            raise t.error(("argv",), f"expected a non-empty list of non-empty strings, got {show(argv)}")
+        values["argv"] = tuple(argv)
+    return into(AlertHook, HookKeys, values)

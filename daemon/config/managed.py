@@ -1,0 +1,124 @@
+"""Spark: the session settings and how each plan query runs on it (``[spark]``, ``[managed.NAME]``).
+
+These sections are checked against the plan and against each other — every
+plan query needs a builder, a JISC join needs the RocksDB state store and
+keeps a fixed window — so that a configuration ``check-config`` accepts also
+starts on Spark.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from armd.costmodel.plan import PlanSet
+from armd.policies.join_order import join_tree
+from armd.policies.qos import QueryQoS
+
+from .errors import ConfigError, listing, show
+from .keys import keys_of
+from .reader import REQUIRED, Table
+from .sections import JoinOrderConfig, ManagedQueryConfig, SinkConfig, SparkConfig
+
+
+def read_spark(top: Table) -> SparkConfig:
+    t = top.section("spark", SparkConfig)
+    conf: dict[str, str] = {}
+
+    def flatten(value: Any, key: tuple[str, ...]) -> None:
+        # Unquoted dotted keys (spark.sql.shuffle.partitions = 4) arrive as nested tables.
+        if isinstance(value, dict):
+            for k, v in value.items():
+                flatten(v, (*key, k))
+            return
+        name = ".".join(key)
+        if name in conf:
+            raise t.error(("conf", name), "given twice (quoted and as dotted keys); give it once")
+        if isinstance(value, bool):
+            conf[name] = "true" if value else "false"
+        elif isinstance(value, (str, int, float)):
+            conf[name] = str(value)
+        else:
+            raise t.error(("conf", name), f"expected a string, number or boolean, got {show(value)}")
+
+    for k, v in t.mapping("conf").items():
+        flatten(v, (k,))
+    return SparkConfig(**t.read(SparkConfig), conf=conf)
+
+
+def read_managed(top: Table, plan: PlanSet, kind: str, spark: SparkConfig) -> dict[str, ManagedQueryConfig]:
+    """``[managed.NAME]`` for every plan query with ``source.kind = "spark"``, none otherwise."""
+    raw = top.mapping("managed")
+    if kind != "spark":
+        if raw:
+            raise top.error(("managed",), f'only used with source.kind = "spark" (it is {kind!r}); '
+                                          "remove [managed.*] or run on Spark")
+        return {}
+    missing = [q for q in plan.queries if q not in raw]
+    if missing:
+        raise top.error(("managed", missing[0]), 'missing; with source.kind = "spark" every plan query needs '
+                        f'[managed.NAME] with builder = "module:function" (queries without one: {listing(missing)})')
+    return {name: _managed_query(top, name, spec, plan, spark) for name, spec in raw.items()}
+
+
+def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkConfig) -> ManagedQueryConfig:
+    if name not in plan.queries:
+        raise ConfigError(top.file, ("managed", name), f"not a query of the plan; plan queries: {listing(plan.queries)}")
+    t = Table(top.file, ("managed", name), raw, keys_of(ManagedQueryConfig))
+    plain = t.read(ManagedQueryConfig)
+    nodes = t.mapping("nodes")
+    own = plan.query_nodes(name)
+    for alias, node in nodes.items():
+        if not isinstance(node, str) or node not in own:
+            raise t.error(("nodes", alias), f"expected a plan node id of query {name!r}, got {show(node)}; "
+                                            f"its nodes: {listing(own)}")
+    streams = t.value("streams", [], "a list of plan stream names")
+    if not (isinstance(streams, list) and all(isinstance(x, str) and x in plan.streams for x in streams)):
+        raise t.error(("streams",), f"expected a list of plan stream names ({listing(plan.streams)}), got {show(streams)}")
+    return ManagedQueryConfig(
+        **plain, sink=_sink(name, t), nodes=dict(nodes), params=dict(t.mapping("params")), streams=tuple(streams),
+        join_order=_join_order(name, t, plan, spark) if "join_order" in t.raw else None,
+    )
+
+
+def _sink(query: str, managed: Table) -> SinkConfig:
+    raw = managed.raw.get("sink", {"kind": "parquet"})
+    if isinstance(raw, str):
+        raw = {"kind": raw}
+    t = Table(managed.file, (*managed.key, "sink"), raw, keys_of(SinkConfig))
+    kind = t.read(SinkConfig, keys=("kind",))["kind"]
+    defaults = {"path": f"armd-output/{query}", "url": REQUIRED, "table": query}
+    return SinkConfig(**t.read(SinkConfig, keys=keys_of(SinkConfig, kind), defaults=defaults))
+
+
+def _join_order(query: str, managed: Table, plan: PlanSet, spark: SparkConfig) -> JoinOrderConfig:
+    t = managed.section("join_order", JoinOrderConfig)
+    if spark.state_store != "rocksdb":
+        raise t.error((), 'a JISC join runs on transformWithStateInPandas, which needs [spark] state_store = "rocksdb" '
+                          f"(it is {spark.state_store!r})")
+    try:
+        join_tree(plan, query)  # the cost model estimates the join in the order it runs: it rebuilds these joins
+    except ValueError as exc:
+        raise t.error((), str(exc)) from None
+    streams = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+    if not all(s.isidentifier() for s in streams):
+        raise t.error((), f"the streams of query {query!r} become column names and must be identifiers, "
+                          f"it reads {listing(streams)}")
+    order = t.value("order", streams, f"a list of the query's streams ({listing(streams)}), each once")
+    if not (isinstance(order, list) and sorted(order) == sorted(streams) and len(set(order)) == len(order)):
+        raise t.error(("order",), f"expected a list of the query's streams ({listing(streams)}), each once, "
+                                  f"got {show(order)}")
+    plain = t.read(JoinOrderConfig, defaults={"control": f"{spark.checkpoint_dir}/{query}.join-order.json"})
+    return JoinOrderConfig(**plain, order=tuple(order))
+
+
+def check_fixed_join_windows(top: Table, managed: Mapping[str, ManagedQueryConfig], qos: Mapping[str, QueryQoS]) -> None:
+    """A JISC join keeps its window: armd changes its join order, not its window size."""
+    for name, m in managed.items():
+        spec = qos.get(name)
+        if m.join_order is None or spec is None:
+            continue
+        for key, pair in ((("window",), spec.window), *((("windows", n), p) for n, p in spec.windows.items())):
+            if pair is not None and pair[0] != pair[1]:
+                raise top.error(("queries", name, *key), f"{name!r} is a JISC join ([managed.{name}.join_order]), "
+                                "whose window armd does not change: give a fixed window [w, w] or none, "
+                                f"got [{pair[0]:g}, {pair[1]:g}]")

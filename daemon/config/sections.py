@@ -1,0 +1,296 @@
+"""The sections of the configuration file, each key defined once (see ``keys``).
+
+Each class is one table of the file; each ``setting()`` field one of its keys,
+with its type, default, allowed values and meaning. The checks of a single
+value that a type and range cannot say (a URL's scheme, an importable
+builder, a known policy) are named functions next to the keys that use them.
+Sections read into a class of the core are declared as ``…Keys`` classes
+whose settings name the core's attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+from armd.costmodel.evaluate import PROFILES
+from armd.policies.join_order import SHAPES
+from armd.policies.registry import make_policy
+
+from .errors import show
+from .keys import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, UNIT_CLOSED_OPEN, UNIT_OPEN_CLOSED, Rule, setting
+
+SOURCE_KINDS = ("synthetic", "spark")
+STATE_STORES = ("hdfs", "rocksdb")
+MIGRATIONS = ("naive-restart", "genmig")
+"""How the Spark adapter puts new settings into force (``[spark] migration``)."""
+SINK_KINDS = ("parquet", "sql", "memory")
+OUTPUT_MODES = ("append", "update", "complete")
+ALERT_KINDS = ("webhook", "command", "log")
+STORE_SCHEMES = ("sqlite", "postgresql+psycopg")
+METRICS_ADDRESS = "127.0.0.1"
+
+
+def store_url_scheme(url: str) -> str | None:
+    scheme = url.partition("://")[0] if "://" in url else ""
+    if scheme in STORE_SCHEMES:
+        return None
+    # The URL may hold a password: name only its scheme.
+    return (f"unsupported store URL scheme {scheme!r}; "
+            "allowed: sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST/DB")
+
+
+def sqlalchemy_url(url: str) -> str | None:
+    if "://" in url:
+        return None
+    return "expected a SQLAlchemy URL, e.g. sqlite:///results.db or postgresql+psycopg://USER:PASSWORD@HOST/DB"
+
+
+def http_url(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return None
+    return f"expected an http:// or https:// URL, got {show(url)}"
+
+
+def loopback_only(address: str) -> str | None:
+    if address == METRICS_ADDRESS:
+        return None
+    return (f"expected {METRICS_ADDRESS!r}, got {show(address)}; the endpoint has no authentication and is only "
+            "served on the loopback address (put a reverse proxy in front to expose it)")
+
+
+def known_policy(name: str) -> str | None:
+    try:
+        make_policy(name)
+    except LookupError as exc:
+        return str(exc)
+    return None
+
+
+def importable_builder(ref: str) -> str | None:
+    from armd.adapters.spark.managed import load_builder  # imports pyspark: only for Spark configurations
+
+    try:
+        load_builder(ref)
+    except LookupError as exc:
+        return str(exc)
+    return None
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    url: str = setting("sqlite:///armd.db", secret="password", check=store_url_scheme,
+                       doc="SQLAlchemy URL of the metadata store (``sqlite:///…`` or ``postgresql+psycopg://…``).")
+    retention_days: float = setting(7.0, rule=POSITIVE, doc="Observations older than this many days are pruned.")
+    connect_retries: int = setting(5, rule=NON_NEGATIVE, doc="Connection attempts after the first one fails.")
+    connect_backoff_seconds: float = setting(0.5, rule=POSITIVE, doc="Wait before the first retry, doubled per retry.")
+    call_timeout_seconds: float = setting(5.0, rule=POSITIVE, doc="Longest one store call may block (a lock held by "
+                                          "another connection, a hung server) before it counts as unavailable.")
+    lease_seconds: float = setting(15.0, rule=POSITIVE, doc="The active daemon renews its lease on the store this "
+                                   "often at least; another daemon may take over once it lapses.")
+
+
+@dataclass(frozen=True)
+class ApplyConfig:
+    """How the reconciler retries applying desired settings that failed for a reason that may pass."""
+
+    retry_initial_seconds: float = setting(1.0, rule=POSITIVE, doc="Wait before the first retry after a temporary "
+                                           "apply error (or the error's own hint, whichever is longer).")
+    retry_max_seconds: float = setting(60.0, rule=POSITIVE, doc="The wait doubles per failed attempt up to this "
+                                       "(≥ retry_initial_seconds).")
+    max_attempts: int = setting(20, rule=POSITIVE, doc="Attempts for one change before its query is marked "
+                                "``failed`` (a permanent error marks it at once).")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    time_unit_seconds: float = setting(0.001, rule=POSITIVE, doc="The plan's time unit in seconds: d, windows and "
+                                       "granularities are in this unit.")
+    profile: str = setting("paper", choices=tuple(PROFILES), doc="Engine profile of the cost model (one of "
+                           "``armd.costmodel.evaluate.PROFILES``).")
+    calibration: str | None = setting(None, doc="A file written by ``armd calibrate`` (relative to the "
+                                      "configuration's folder): its learned CPU constants and bytes per state row "
+                                      "replace the plan's.")
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = setting("local[2]", doc="Spark master URL.")
+    app_name: str = setting("armd", doc="Spark application name.")
+    conf: Mapping[str, str] = setting(factory=dict, doc="Extra Spark configuration, key → string value.")
+    checkpoint_dir: str = setting("armd-checkpoints", doc="Where the managed queries keep their checkpoints (one "
+                                  "directory per query run), relative to the working directory.")
+    state_store: str = setting("hdfs", choices=STATE_STORES, doc="Spark's state store provider: ``hdfs`` (Spark's "
+                               "default) or ``rocksdb``.")
+    migration: str = setting("naive-restart", choices=MIGRATIONS, doc="How new settings are put into force on Spark "
+                             "(one of ``MIGRATIONS``).")
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    kind: str = setting("parquet", choices=SINK_KINDS, doc="``parquet`` (a directory, one subdirectory per plan "
+                        "version), ``sql`` (a table) or ``memory`` (tests).")
+    path: str | None = setting(None, kinds=("parquet",), doc="Parquet: the directory (default ``armd-output/QUERY``).")
+    url: str | None = setting(None, kinds=("sql",), secret="password", check=sqlalchemy_url,
+                              doc="SQL: SQLAlchemy URL of the database.")
+    table: str | None = setting(None, kinds=("sql",), doc="SQL: the table (default the query name).")
+
+
+@dataclass(frozen=True)
+class JoinOrderConfig:
+    """Join reordering of one multi-way join run by JISC on Spark (``[managed.NAME.join_order]``)."""
+
+    control: str = setting(doc="The control file: the daemon writes the join order there, the query reads it at every "
+                           "micro-batch (default ``CHECKPOINT_DIR/QUERY.join-order.json``).")
+    order: tuple[str, ...] = setting(doc="The left-deep order the query starts with: its streams, the first two "
+                                     "joined first (default the plan's order).")
+    margin: float = setting(0.2, rule=UNIT_CLOSED_OPEN, doc="A new order must cost less than (1 − margin) × the "
+                            "running one's estimated CPU.")
+    cooldown_seconds: float = setting(60.0, rule=NON_NEGATIVE, doc="Least time between two join-order migrations of "
+                                      "the query.")
+    shape: str = setting("left-deep", choices=SHAPES, doc="Orders the policy considers: ``left-deep`` or ``bushy``.")
+
+
+@dataclass(frozen=True)
+class ManagedQueryConfig:
+    """How the Spark adapter runs one plan query (``[managed.NAME]``)."""
+
+    builder: str = setting(check=importable_builder, doc='``"module:function"``, called as '
+                           "``function(spark, params) -> DataFrame``.")
+    sink: SinkConfig = setting(factory=SinkConfig, doc="Where the results go (a table, or just its kind).")
+    output_mode: str = setting("append", choices=OUTPUT_MODES, doc="Spark's output mode.")
+    trigger_seconds: float = setting(1.0, rule=POSITIVE, doc="Processing-time trigger interval.")
+    watermark_delay_seconds: float = setting(0.0, rule=NON_NEGATIVE, doc="The watermark delay the builder gives "
+                                             '``withWatermark`` (``params.extra["delay_seconds"]``).')
+    nodes: Mapping[str, str] = setting(factory=dict, doc="The builder's node name → the plan node id it stands for "
+                                       "(names not given are plan node ids).")
+    params: Mapping[str, Any] = setting(factory=dict, doc="Anything else the builder reads from ``params.extra``.")
+    streams: tuple[str, ...] = setting((), doc="Plan stream of each of the query's Spark sources, in Spark's order; "
+                                       "only for sources other than ``armd-synthetic``.")
+    join_order: JoinOrderConfig | None = setting(None, doc="For a multi-way join run by JISC (builder "
+                                                 "``multiway_join``): how the daemon chooses its join order.")
+
+
+@dataclass(frozen=True)
+class BoundsKeys:
+    """``[bounds]``, read into the core's ``Bounds``."""
+
+    memory_bytes: float = setting(rule=POSITIVE, attr="memory", doc="Memory bound M in bytes.")
+    cpu: float = setting(rule=POSITIVE, doc="Processing bound C in cost units per model time unit.")
+    reserve: float = setting(0.1, rule=UNIT_CLOSED_OPEN, doc="Fraction of both bounds kept free for bursts.")
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    name: str = setting("weighted-qos", check=known_policy, doc="Policy name, as ``make_policy`` knows it.")
+    params: Mapping[str, Any] = setting(factory=dict, doc="Policy parameters passed to ``make_policy``.")
+
+
+@dataclass(frozen=True)
+class GuardrailsKeys:
+    """``[guardrails]``, read into the core's ``Guardrails``."""
+
+    cooldown_seconds: float = setting(30.0, rule=NON_NEGATIVE, attr="cooldown", doc="A query changed less than "
+                                      "this long ago keeps its setting.")
+    hysteresis: float = setting(0.02, rule=UNIT_CLOSED_OPEN, doc="Fraction changes smaller than this are ignored.")
+    max_step: float = setting(0.5, rule=UNIT_OPEN_CLOSED, doc="Largest change of a query's fraction in one decision.")
+    dry_run: bool = setting(False, doc="Decide and record, apply nothing.")
+
+
+@dataclass(frozen=True)
+class TriggerConfig:
+    alpha: float = setting(0.3, rule=UNIT_OPEN_CLOSED, doc="Weight of a new rate measurement in the exponential "
+                           "smoothing, in (0, 1].")
+    threshold: float = setting(0.2, rule=POSITIVE, doc="Relative change of a smoothed d that makes a decision due, > 0.")
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    observe_seconds: float = setting(1.0, rule=POSITIVE, doc="Interval between observations.")
+    decide_seconds: float = setting(30.0, doc="Longest interval between decisions when no trigger "
+                                    "fires (≥ observe_seconds).")
+    apply_seconds: float = setting(1.0, rule=POSITIVE, doc="Interval between attempts to apply pending settings.")
+    housekeeping_seconds: float = setting(300.0, rule=POSITIVE, doc="Interval between housekeeping runs (pruning old "
+                                          "observations).")
+
+
+@dataclass(frozen=True)
+class RateStep:
+    at_seconds: float = setting(rule=NON_NEGATIVE, doc="Seconds after the start from which the base rate is "
+                                "``rate_per_second``.")
+    rate_per_second: float = setting(rule=NON_NEGATIVE, doc="The new base rate, arrivals per second.")
+
+
+@dataclass(frozen=True)
+class Burst:
+    at_seconds: float = setting(rule=NON_NEGATIVE, doc="Seconds after the start at which the burst begins.")
+    duration_seconds: float = setting(rule=POSITIVE, doc="How long the burst lasts.")
+    factor: float = setting(rule=POSITIVE, doc="The rate is multiplied by this while the burst lasts.")
+
+
+@dataclass(frozen=True)
+class SyntheticStream:
+    rate_per_second: float = setting(rule=NON_NEGATIVE, doc="Base rate, arrivals per second (default the plan's rate).")
+    steps: tuple[RateStep, ...] = setting((), doc="Changes of the base rate, by ascending ``at_seconds``.")
+    bursts: tuple[Burst, ...] = setting((), doc="Temporary multiplications of the rate.")
+    keys: int = setting(1, rule=AT_LEAST_ONE, doc="Number of distinct keys the stream's elements carry.")
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    kind: str = setting("synthetic", choices=SOURCE_KINDS, doc="Where statistics come from.")
+    seed: int = setting(42, doc="Seed of the synthetic arrivals: the same seed replays the same arrivals.")
+    streams: Mapping[str, SyntheticStream] = setting(factory=dict, doc="Every plan stream; one without an entry in "
+                                                     "the file runs at its plan rate.")
+
+
+@dataclass(frozen=True)
+class HookKeys:
+    """One ``[[alerts]]`` entry, read into the alert adapter's ``AlertHook``; each kind takes only its own keys."""
+
+    kind: str = setting(choices=ALERT_KINDS, doc="``webhook``, ``command`` or ``log``.")
+    url: str | None = setting(None, kinds=("webhook",), expected="an http:// or https:// URL", check=http_url,
+                              doc="Webhook: the http(s) URL events are POSTed to (required).")
+    secret: str | None = setting(None, kinds=("webhook",), secret="value", doc="Webhook: HMAC key for signing the body.")
+    argv: tuple[str, ...] = setting((), kinds=("command",), doc="Command: program and arguments (required); the event "
+                                    "is passed on standard input.")
+    timeout_seconds: float = setting(5.0, kinds=("webhook", "command"), rule=POSITIVE, doc="How long one delivery "
+                                     "may take.")
+    retries: int = setting(3, kinds=("webhook", "command"), rule=NON_NEGATIVE, doc="Further attempts after a failed "
+                           "delivery.")
+
+
+@dataclass(frozen=True)
+class QueryKeys:
+    """``[queries.NAME]``, read into the core's ``QueryQoS``."""
+
+    weight: float = setting(1.0, rule=POSITIVE, doc="Priority of the query in the weighted QoS objective.")
+    window: tuple[float, float] | None = setting(None, doc="Default [min, max] window size for every time-based "
+                                                 "window node of the query.")
+    windows: Mapping[str, tuple[float, float]] = setting(factory=dict, doc="Per window node id: [min, max], "
+                                                         "overriding ``window``.")
+    granularity: tuple[float, float] | None = setting(None, doc="[coarsest, finest] granularity for every "
+                                                      "granularity node of the query.")
+
+
+@dataclass(frozen=True)
+class AlertingConfig:
+    dedup_seconds: float = setting(300.0, rule=NON_NEGATIVE, doc="An alert of the same kind and query within this "
+                                   "many seconds of the last one sent is suppressed and counted (0: never).")
+    queue_size: int = setting(1000, rule=AT_LEAST_ONE, doc="Alerts waiting for the delivery thread; when full, a new "
+                              "alert is dropped and counted.")
+    stale_intervals: int = setting(30, rule=AT_LEAST_ONE, doc="A stream with no rows for this many observe intervals "
+                                   "in a row raises ``statistics_stale``.")
+    estimate_factor: float = setting(4.0, rule=Rule("> 1", lambda x: x > 1), doc="A query whose measured state and "
+                                     "estimated memory differ by more than this factor raises ``estimate_off``.")
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    enabled: bool = setting(False, doc="Serve Prometheus metrics over HTTP.")
+    port: int = setting(9464, rule=Rule("in [0, 65535]", lambda x: 0 <= x <= 65535), doc="TCP port on 127.0.0.1 "
+                        "(0: any free port, logged as ``metrics_listening``).")
+    address: str = setting(METRICS_ADDRESS, check=loopback_only, doc="Always 127.0.0.1: the endpoint has no "
+                           "authentication, so it is never exposed beyond the machine.")
