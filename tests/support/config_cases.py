@@ -127,6 +127,16 @@ MISTAKES = [
     ),
     ("invalid plan", ("w = 10000", "w = -3"), "plan", "w must be > 0"),
     ("unknown profile", "[model]\nprofile = 'pipes'", "model.profile", "one of paper"),
+    ("store call timeout 0", "[store]\ncall_timeout_seconds = 0", "store.call_timeout_seconds", "expected a number > 0, got 0"),
+    ("store lease negative", "[store]\nlease_seconds = -5", "store.lease_seconds", "expected a number > 0, got -5"),
+    (
+        "apply retries shrink",
+        "[apply]\nretry_initial_seconds = 10\nretry_max_seconds = 5",
+        "apply.retry_max_seconds",
+        "5 is less than retry_initial_seconds (10); allowed: ≥ retry_initial_seconds",
+    ),
+    ("apply without attempts", "[apply]\nmax_attempts = 0", "apply.max_attempts", "expected a whole number > 0, got 0"),
+    ("unknown apply key", "[apply]\nretries = 3", "apply.retries", "allowed keys of [apply]: retry_initial_seconds"),
     (
         "spark conf not scalar",
         "[spark.conf]\n'spark.jars' = [1, 2]",
