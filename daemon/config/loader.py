@@ -116,13 +116,12 @@ def _triggers(t: Table) -> TriggerConfig:
 
 
 def _policy(t: Table) -> PolicyConfig:
-    name = t.read(PolicyConfig)["name"]
-    params = t.mapping("params")
+    policy = PolicyConfig(**t.read(PolicyConfig, params=dict(t.mapping("params"))))
     try:
-        make_policy(name, params)
+        make_policy(policy.name, policy.params)
     except (LookupError, ValueError) as exc:
         raise t.error(("params",), str(exc)) from None
-    return PolicyConfig(name, dict(params))
+    return policy
 
 
 def _schedule(t: Table) -> ScheduleConfig:
@@ -143,7 +142,6 @@ def _apply(t: Table) -> ApplyConfig:
 
 
 def _source(t: Table, plan: PlanSet, model: ModelConfig) -> SourceConfig:
-    plain = t.read(SourceConfig)
     configured = t.mapping("streams")
     for name in configured:
         if name not in plan.streams:
@@ -160,9 +158,9 @@ def _source(t: Table, plan: PlanSet, model: ModelConfig) -> SourceConfig:
                 )
         bursts = tuple(Burst(**burst.read(Burst)) for burst in s.items("bursts", Burst))
         plan_rate = 1.0 / (spec.d * model.time_unit_seconds)
-        streams[name] = SyntheticStream(**s.read(SyntheticStream, defaults={"rate_per_second": plan_rate}),
-                                        steps=steps, bursts=bursts)
-    return SourceConfig(**plain, streams=streams)
+        streams[name] = SyntheticStream(**s.read(
+            SyntheticStream, defaults={"rate_per_second": plan_rate}, steps=steps, bursts=bursts))
+    return SourceConfig(**t.read(SourceConfig, streams=streams))
 
 
 def _alert(top: Table, index: int, raw: dict[str, Any]) -> AlertHook:
@@ -174,10 +172,10 @@ def _alert(top: Table, index: int, raw: dict[str, Any]) -> AlertHook:
     kind = t.read(HookKeys, keys=("kind",))["kind"]
     if kind == "webhook" and "url" not in raw:
         raise t.error(("url",), "missing; a webhook hook needs url = an http:// or https:// URL")
-    values = t.read(HookKeys, keys=keys_of(HookKeys, kind))
+    given = {}
     if kind == "command":
         argv = t.value("argv", REQUIRED, "a non-empty list of strings")
         if not (isinstance(argv, list) and argv and all(isinstance(a, str) and a for a in argv)):
             raise t.error(("argv",), f"expected a non-empty list of non-empty strings, got {show(argv)}")
-        values["argv"] = tuple(argv)
-    return into(AlertHook, HookKeys, values)
+        given["argv"] = tuple(argv)
+    return into(AlertHook, HookKeys, t.read(HookKeys, keys=keys_of(HookKeys, kind), **given))

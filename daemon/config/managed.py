@@ -42,7 +42,7 @@ def read_spark(top: Table) -> SparkConfig:
 
     for k, v in t.mapping("conf").items():
         flatten(v, (k,))
-    return SparkConfig(**t.read(SparkConfig), conf=conf)
+    return SparkConfig(**t.read(SparkConfig, conf=conf))
 
 
 def read_managed(top: Table, plan: PlanSet, kind: str, spark: SparkConfig) -> dict[str, ManagedQueryConfig]:
@@ -64,7 +64,6 @@ def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkC
     if name not in plan.queries:
         raise ConfigError(top.file, ("managed", name), f"not a query of the plan; plan queries: {listing(plan.queries)}")
     t = Table(top.file, ("managed", name), raw, keys_of(ManagedQueryConfig))
-    plain = t.read(ManagedQueryConfig)
     nodes = t.mapping("nodes")
     own = plan.query_nodes(name)
     for alias, node in nodes.items():
@@ -74,10 +73,10 @@ def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkC
     streams = t.value("streams", [], "a list of plan stream names")
     if not (isinstance(streams, list) and all(isinstance(x, str) and x in plan.streams for x in streams)):
         raise t.error(("streams",), f"expected a list of plan stream names ({listing(plan.streams)}), got {show(streams)}")
-    return ManagedQueryConfig(
-        **plain, sink=_sink(name, t), nodes=dict(nodes), params=dict(t.mapping("params")), streams=tuple(streams),
-        join_order=_join_order(name, t, plan, spark) if "join_order" in t.raw else None,
-    )
+    return ManagedQueryConfig(**t.read(
+        ManagedQueryConfig, sink=_sink(name, t), nodes=dict(nodes), params=dict(t.mapping("params")),
+        streams=tuple(streams), join_order=_join_order(name, t, plan, spark) if "join_order" in t.raw else None,
+    ))
 
 
 def _sink(query: str, managed: Table) -> SinkConfig:
@@ -107,8 +106,8 @@ def _join_order(query: str, managed: Table, plan: PlanSet, spark: SparkConfig) -
     if not (isinstance(order, list) and sorted(order) == sorted(streams) and len(set(order)) == len(order)):
         raise t.error(("order",), f"expected a list of the query's streams ({listing(streams)}), each once, "
                                   f"got {show(order)}")
-    plain = t.read(JoinOrderConfig, defaults={"control": f"{spark.checkpoint_dir}/{query}.join-order.json"})
-    return JoinOrderConfig(**plain, order=tuple(order))
+    control = f"{spark.checkpoint_dir}/{query}.join-order.json"
+    return JoinOrderConfig(**t.read(JoinOrderConfig, defaults={"control": control}, order=tuple(order)))
 
 
 def check_fixed_join_windows(top: Table, managed: Mapping[str, ManagedQueryConfig], qos: Mapping[str, QueryQoS]) -> None:

@@ -94,7 +94,7 @@ def read_queries(top: Table, plan: PlanSet) -> dict[str, QueryQoS]:
         per_node = t.mapping("windows")
         w = Table(top.file, (*t.key, "windows"), per_node, per_node)
         windows = {node: w.pair(node) for node in per_node}
-        qos[name] = into(QueryQoS, QueryKeys, {**t.read(QueryKeys), "windows": windows})
+        qos[name] = into(QueryQoS, QueryKeys, t.read(QueryKeys, windows=windows))
     try:
         Problem(plan, qos)
     except QoSError as exc:

@@ -4,7 +4,8 @@
 value (a number, a whole number, a boolean, a string, an optional string, a
 pair ``[a, b]``), checking it against the key's setting; keys of other types
 (tables of names, arrays of tables, nested sections) are read by the loader
-of their section, which hands the results over. The typed getters are also
+of their section, which hands the results over, and ``read`` refuses to
+forget one. The typed getters are also
 used on their own for tables whose keys the user names (streams, queries).
 """
 
@@ -59,19 +60,29 @@ class Table:
         return Table(self.file, (*self.key, name), self.raw.get(name, {}), keys_of(spec))
 
     def read(
-        self, spec: type, *, defaults: Mapping[str, Any] | None = None, keys: Iterable[str] | None = None
+        self, spec: type, *, defaults: Mapping[str, Any] | None = None, keys: Iterable[str] | None = None, **given: Any
     ) -> dict[str, Any]:
-        """Every plain key of ``spec`` (or only ``keys``), checked; ``defaults`` replace the declared ones."""
+        """The keys of ``spec`` (or only ``keys``): plain values read and checked, the others as ``given``.
+
+        ``defaults`` replace the declared defaults (a default that depends on other keys). A key that is not
+        a plain value must be read by the section's loader and passed in ``given``: forgetting one is a
+        ``TypeError``, never a key that is accepted and then ignored.
+        """
         types = _types(spec)
         wanted = set(keys) if keys is not None else None
         values: dict[str, Any] = {}
         for f, s in definitions(spec):
             if wanted is not None and f.name not in wanted:
                 continue
-            default = (defaults or {}).get(f.name, default_of(f))
+            if f.name in given:
+                values[f.name] = given.pop(f.name)
+                continue
             reader = _READERS.get(types[f.name])
-            if reader is not None:
-                values[f.name] = reader(self, f.name, default, s)
+            if reader is None:
+                raise TypeError(f"{spec.__name__}.{f.name} is no plain value; its loader must pass it to read()")
+            values[f.name] = reader(self, f.name, (defaults or {}).get(f.name, default_of(f)), s)
+        if given:
+            raise TypeError(f"{spec.__name__} has no keys {sorted(given)}")
         return values
 
     # --- one value of a given type ----------------------------------------------------------

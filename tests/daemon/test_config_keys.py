@@ -14,7 +14,8 @@ from support.config_cases import COUNT, MINIMAL, SPARK
 
 from armd.daemon.config import REDACTED, SECTIONS, Config, ConfigError, load_config
 from armd.daemon.config.document import PART, sections
-from armd.daemon.config.keys import definitions, key_values, keys_of
+from armd.daemon.config.keys import AT_LEAST_ONE, definitions, key_values, keys_of, setting
+from armd.daemon.config.reader import Table
 from armd.daemon.config.sections import ALERT_KINDS, HookKeys
 from armd.policies.problem import Problem
 from armd.policies.qos import QoSError, QueryQoS
@@ -269,3 +270,28 @@ def test_the_configuration_reports_a_qos_error_under_its_query(tmp_path):
         load_config(path, environ={})
     assert caught.value.key == "queries.per_second"
     assert caught.value.message == "'nope' is not a time-based window of the query; its windows: clicks_10s"
+
+
+# --- the reader never forgets a key -----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Section:
+    size: int = setting(3, rule=AT_LEAST_ONE, doc="A plain key.")
+    names: tuple[str, ...] = setting((), doc="A key its loader reads.")
+
+
+def test_read_checks_plain_keys_and_takes_the_others_from_the_loader():
+    t = Table(Path("x.toml"), ("s",), {"size": 5, "names": ["a"]}, keys_of(_Section))
+    assert t.read(_Section, names=("a",)) == {"size": 5, "names": ("a",)}
+    assert t.read(_Section, keys=("size",)) == {"size": 5}
+    with pytest.raises(ConfigError, match=r"^x.toml: s.size: expected a whole number ≥ 1, got 0$"):
+        Table(Path("x.toml"), ("s",), {"size": 0}, keys_of(_Section)).read(_Section, names=())
+
+
+def test_read_refuses_to_forget_a_key_its_loader_did_not_pass():
+    t = Table(Path("x.toml"), ("s",), {"names": ["a"]}, keys_of(_Section))
+    with pytest.raises(TypeError, match="_Section.names is no plain value"):
+        t.read(_Section)
+    with pytest.raises(TypeError, match=r"_Section has no keys \['other'\]"):
+        t.read(_Section, names=(), other=1)
