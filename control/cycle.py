@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 import numpy as np
 
@@ -87,6 +87,18 @@ class CycleState:
     def admitted(self, model: Model) -> list[str]:
         """The active queries, in the model's order."""
         return [q for q in model.full.queries if self.status.get(q) == "active"]
+
+    def reconfigured(self, alpha: float, threshold: float, nodes: Collection[str], joins: Collection[str],
+                     keep_policy_state: bool) -> CycleState:
+        """After a reload: the smoothing rules given, measurements kept only for the plan ``nodes`` and JISC ``joins`` still
+        configured, the policy's state only when the policy is the same."""
+        sels = self.selectivities
+        return replace(
+            self, policy_state=self.policy_state if keep_policy_state else None,
+            rates=RateTracker(alpha, threshold, self.rates.smoothed, self.rates.decided),
+            selectivities=RateTracker(alpha, threshold, {n: v for n, v in sels.smoothed.items() if n in nodes},
+                                      {n: v for n, v in sels.decided.items() if n in nodes}),
+            pair_selectivities={q: t for q, t in self.pair_selectivities.items() if q in joins})
 
 
 @dataclass(frozen=True)

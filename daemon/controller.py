@@ -1,22 +1,20 @@
 """The controller: the wiring of the control cycle to the ports, one tick at a time.
 
-Everything the cycle decides is decided by the pure functions of
-``armd.control.cycle`` (observe → estimate → admit → decide → guard →
-stage → desired settings); the controller only reads what they need (the
-clock, the statistics source, the store, the join-order control files),
-hands it over as a snapshot, and writes, logs, counts and alerts what comes
-back. It keeps between ticks the cycle's state, the cost model and the
-changes (queries, bounds) a reload made since the last decision.
+The pure functions of ``armd.control.cycle`` decide everything (observe →
+estimate → admit → decide → guard → stage → desired settings); the
+controller reads what they need (the clock, the statistics source, the
+store, the join-order control files) into a snapshot, and writes, logs,
+counts and alerts what comes back. Between ticks it keeps the cycle's state,
+the cost model and the changes a reload made since the last decision.
 
 None of its steps raises for a problem outside armd: a failure that
 concerns one query is logged, counted and alerted and the step goes on for
 the others; records go through the outbox, so a store that is down loses
 none. docs/operations.md lists the events it raises.
 
-Applying: until the reconciler (``control/reconciler.py``) reads the desired
-settings from the store, ``apply`` puts the decided settings into force
-through the applier and ``_put_join_orders_in_force`` publishes the desired
-JISC join orders — never a recommendation of a dry run.
+Until the reconciler reads the desired settings from the store, ``apply``
+puts decided settings into force and ``_put_join_orders_in_force``
+publishes desired JISC join orders (never a dry run's recommendation).
 
 Time: the ports carry UTC datetimes; the cycle gets ``now`` in the cost
 model's time unit, counted from the daemon's start, so cool-downs and
@@ -27,29 +25,26 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 import numpy as np
 
 from armd.adapters.store import StoreUnavailable
-from armd.control.cycle import (Changes, JoinOrderChange, Snapshot, Tick, decide, initial_state, observe,
-                                orders_for_model)
+from armd.control.cycle import Changes, JoinOrderChange, Snapshot, Tick, decide, initial_state, observe, orders_for_model
 from armd.control.errors import TemporaryError
-from armd.control.model import JoinRule, Setup, build_model, fractions_of
+from armd.control.model import build_model, fractions_of
 from armd.control.outbox import Outbox
 from armd.control.records import json_safe
 from armd.migrations.genmig import Migration
 from armd.policies.problem import Problem
-from armd.policies.registry import make_policy
 from armd.policies.staging import Staging, stage
-from armd.policies.triggers import RateTracker
 
 from .config import Config
 from .metrics import NoMetrics
-from armd.control.ports import (AlertSink, Applier, DesiredSettings, EventRecord, JoinOrders, NodeRow, QueryRow, QuerySettings,
-                                StatsSource, Store, StreamRow)
+from .setup import config_rows, setup_of
+from armd.control.ports import AlertSink, Applier, DesiredSettings, EventRecord, JoinOrders, QuerySettings, StatsSource, Store
 
 
 def utcnow() -> datetime:
@@ -85,7 +80,7 @@ class Controller:
         self.state = initial_state(config.triggers.alpha, config.triggers.threshold)
         self.desired: dict[str, DesiredSettings] = self._read("read_desired", "desired_settings")
         self._install(config)
-        self._record("sync_config", lambda at=self.clock(): self._sync(at))
+        self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
         self.running: dict[str, QuerySettings] = self._read("read_settings", "current_settings")
         for query, settings in self.running.items():
             self.metrics.qos(query, settings.qos)
@@ -95,16 +90,7 @@ class Controller:
     def _install(self, config: Config) -> None:
         """Take ``config``: the cycle's setup and the cost model rebuilt with the measurements so far."""
         self.config = config
-        unit = config.model.time_unit_seconds
-        joins = {} if self.join_orders is None else {
-            q: JoinRule(tuple(m.join_order.order), m.join_order.margin, m.join_order.cooldown_seconds / unit, m.join_order.shape)
-            for q, m in config.managed.items() if m.join_order is not None}
-        self.setup = Setup(
-            plan=config.plan, qos=config.qos, profile=config.model.profile, bounds=config.bounds,
-            rails=replace(config.guardrails, cooldown=config.guardrails.cooldown / unit),
-            policy=make_policy(config.policy.name, config.policy.params), decide_period=config.schedule.decide_seconds / unit,
-            joins=joins, estimate_factor=config.alerting.estimate_factor, stale_intervals=config.alerting.stale_intervals,
-            observe_seconds=config.schedule.observe_seconds)
+        self.setup = setup_of(config, join_orders=self.join_orders is not None)
         orders, _unreadable = self._read_orders()
         self.model = build_model(self.setup, self.state.selectivities.smoothed, orders_for_model(orders, self.desired),
                                  self.state.pair_selectivities)
@@ -112,45 +98,21 @@ class Controller:
 
     def reload(self, config: Config) -> None:
         """Switch to a new, already validated configuration."""
-        old, state = self.config, self.state
+        old = self.config
         queries_changed = old.plan_doc != config.plan_doc or dict(old.qos) != dict(config.qos)
         self.changes |= Changes(queries=queries_changed, bounds=old.bounds != config.bounds)
-        alpha, threshold = config.triggers.alpha, config.triggers.threshold
-        known = {n for n, node in config.plan.nodes.items() if node.sel is not None}
-        self.state = replace(
-            state, policy_state=None if old.policy != config.policy else state.policy_state,
-            rates=RateTracker(alpha, threshold, state.rates.smoothed, state.rates.decided),
-            selectivities=RateTracker(alpha, threshold, {n: v for n, v in state.selectivities.smoothed.items() if n in known},
-                                      {n: v for n, v in state.selectivities.decided.items() if n in known}),
-            pair_selectivities={q: t for q, t in state.pair_selectivities.items()
-                                if q in config.managed and config.managed[q].join_order is not None})
+        self.state = self.state.reconfigured(
+            config.triggers.alpha, config.triggers.threshold, {n for n, node in config.plan.nodes.items() if node.sel is not None},
+            {q for q, m in config.managed.items() if m.join_order is not None}, keep_policy_state=old.policy == config.policy)
         self._install(config)
         if queries_changed:
-            self._record("sync_config", lambda at=self.clock(): self._sync(at))
+            self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
         self._event("config_reloaded", "info", f"configuration reloaded (queries changed: {queries_changed}, "
                     f"bounds changed: {self.changes.bounds})", None)
 
     def reject_reload(self, message: str) -> None:
         """A reload that could not be taken: the old configuration stays."""
         self._event("config_reload_failed", "error", f"configuration not reloaded, the old one stays: {message}", None)
-
-    def _sync(self, at: datetime) -> None:
-        plan, doc = self.config.plan, self.config.plan_doc
-        streams = [StreamRow(name, s.size, s.g, s.d) for name, s in plan.streams.items()]
-        queries, nodes = [], []
-        for name in plan.queries:
-            spec = self.config.qos.get(name)
-            qos = {} if spec is None else {
-                "window": list(spec.window) if spec.window else None,
-                "windows": {k: list(v) for k, v in spec.windows.items()},
-                "granularity": list(spec.granularity) if spec.granularity else None,
-            }
-            queries.append(QueryRow(name, doc["queries"][name], qos, spec.weight if spec else 1.0))
-            for node_id in plan.query_nodes(name):
-                node = plan.nodes[node_id]
-                params = {k: getattr(node, k) for k in ("stream", "w", "c", "g", "sel", "groups", "size") if getattr(node, k) is not None}
-                nodes.append(NodeRow(name, node_id, node.op, list(node.inputs), params))
-        self.store.sync_config(streams, queries, nodes, at)
 
     def _read(self, step: str, method: str) -> dict[str, Any]:
         """What the store holds (settings in force, desired settings), read back at start; nothing while it is down."""
@@ -189,12 +151,6 @@ class Controller:
     @property
     def problem(self) -> Problem:
         return self.model.problem_of(self.admitted)
-
-    def current_d(self) -> np.ndarray:
-        return self.model.current_d(self.state.rates)
-
-    def _running_fractions(self) -> tuple[np.ndarray, np.ndarray]:
-        return fractions_of(self.problem, self.running)
 
     def _units(self, at: datetime) -> float:
         """``at`` in model time units since the daemon started."""
@@ -283,6 +239,18 @@ class Controller:
                 self.pending = PendingChanges(record.id, {q: tick.changes[q] for q in staging.now},
                                               {q: tick.changes[q] for q in staging.later})
 
+    def report(self, event: EventRecord) -> None:
+        """Log, record and (for warnings and errors) alert an event an adapter made, e.g. a lossy restart."""
+        self._event(event.kind, event.severity, event.message, event.query, dict(event.details or {}))
+
+    def query_terminated(self, query: str, error: str) -> None:
+        """A Spark query stopped with an error (the Spark adapter reports it here); logged, recorded and alerted."""
+        self.counters["query_errors"] += 1
+        self._event("query_terminated", "error", f"Spark query {query!r} terminated with an error: {error}", query,
+                    {"error": self.config.redact(error)})
+
+    # --- the applying side (interim: the reconciler and the coordinator replace it) ------------------
+
     def _put_join_orders_in_force(self) -> None:
         """Publish each desired JISC join order (interim, until the reconciler does): publishing is the whole migration.
 
@@ -313,17 +281,11 @@ class Controller:
             self.metrics.migration("done")
             self._event("join_order_changed", "info", change.message, query, dict(change.details))
 
-    def report(self, event: EventRecord) -> None:
-        """Log, record and (for warnings and errors) alert an event an adapter made, e.g. a lossy restart."""
-        self._event(event.kind, event.severity, event.message, event.query, dict(event.details or {}))
+    def current_d(self) -> np.ndarray:
+        return self.model.current_d(self.state.rates)
 
-    def query_terminated(self, query: str, error: str) -> None:
-        """A Spark query stopped with an error (the Spark adapter reports it here); logged, recorded and alerted."""
-        self.counters["query_errors"] += 1
-        self._event("query_terminated", "error", f"Spark query {query!r} terminated with an error: {error}", query,
-                    {"error": self.config.redact(error)})
-
-    # --- staging of live migrations and applying (the applying side; the reconciler replaces them) ------
+    def _running_fractions(self) -> tuple[np.ndarray, np.ndarray]:
+        return fractions_of(self.problem, self.running)
 
     def _stage(self, changes: dict[str, tuple[QuerySettings | None, QuerySettings]], held: float,
                per_query: dict[str, dict[str, Any]]) -> Staging:
