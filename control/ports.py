@@ -267,6 +267,9 @@ class DecisionRecord:
     """Bounds, stream d values, queries considered — everything needed to explain the decision."""
     outputs: Mapping[str, Any]
     """Per-query settings, guardrail effects (held, limited, forced), trajectory, policy details."""
+    id: str | None = None
+    """The client-generated id (``control.records.new_id``) later records name it by, e.g. ``DesiredSettings.decision_id``;
+    also kept in ``outputs["decision_id"]``, so a store without a column for it keeps it too."""
 
 
 @dataclass(frozen=True)

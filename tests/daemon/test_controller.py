@@ -32,6 +32,18 @@ def test_a_cycle_observes_decides_applies_and_records(tmp_path):
     assert decision.estimated_memory_bytes <= 200_000
 
 
+def test_a_tick_observes_then_decides_and_writes_the_desired_settings(tmp_path):
+    controller, store, applier, _, clock = make(tmp_path)
+    clock.advance(1)
+    controller.tick()
+    assert len(store.of("observation")) == 1 and len(store.of("decision")) == 1 and applier.applied == []
+    (rows,) = store.of("desired")
+    assert {row.query for row in rows} == {"clicks_per_view", "clicks_per_second", "big_orders"}
+    assert {row.decision_id for row in rows} == {store.of("decision")[0].id}
+    controller.apply()  # until the reconciler lands, the apply step puts them into force
+    assert set(store.settings) == {row.query for row in rows}
+
+
 def test_no_decision_without_a_trigger_until_the_period_passes(tmp_path):
     controller, store, _, _, clock = make(tmp_path, threshold=100.0)  # no rate moves that far
     for _ in range(10):  # t = 1 … 10 s: the first decision at 1 s, then nothing for decide_seconds = 10

@@ -68,14 +68,15 @@ class MeasuringPairs(SyntheticSource):
         return replace(observation, queries=(*observation.queries, QueryMetrics("triple", pair_selectivities=self.pairs)))
 
 
-def make(tmp_path, step_at=100.0, pairs=None):
+def make(tmp_path, step_at=100.0, pairs=None, dry_run=False, settings=None):
     (tmp_path / "plan.json").write_text(json.dumps(PLAN))
     path = tmp_path / "armd.toml"
-    path.write_text(CONFIG.format(tmp=tmp_path))
+    path.write_text(CONFIG.format(tmp=tmp_path) + ("[guardrails]\ndry_run = true\n" if dry_run else ""))
     config = load_config(path)
     args = (rates(step_at), 1, 1.0, START)
     source = SyntheticSource(*args) if pairs is None else MeasuringPairs(pairs, *args)
     store, alerts, clock = MemoryStore(), Alerts(), Clock()
+    store.settings.update(settings or {})  # what a daemon that ran before left in force
     files = ControlFiles({"triple": (tmp_path / "order.json", ["a", "c", "b"], ["a", "c", "b"])})
     controller = Controller(config, store, source, Applier(source), alerts, structlog.get_logger(), clock, join_orders=files)
     return controller, store, clock, files
@@ -99,6 +100,33 @@ def test_a_cheaper_order_is_published_with_the_next_epoch_and_recorded(tmp_path)
     assert changed[0].details["old_order"] == [["a", "c"], "b"]
     assert changed[0].details["best_cost"] < 0.8 * changed[0].details["current_cost"]
     assert any(entry["event"] == "join_order_changed" for entry in logs)
+
+
+def test_the_chosen_order_is_desired_before_it_is_published(tmp_path):
+    controller, store, clock, files = make(tmp_path)
+    step(controller, clock, 2)
+    epoch, order = files.current("triple")
+    started, reordered = [row for rows in store.of("desired") for row in rows]
+    assert started.join_order == (("a", "c"), "b") and started.plan_version == 1  # the order in force, kept
+    assert epoch == 1 and reordered.join_order == order and reordered.plan_version == 2 and not reordered.recommend_only
+    decision = store.of("decision")[-1]
+    assert reordered.decision_id == decision.id and decision.outputs["join_orders"]["triple"]["epoch"] == 1
+
+
+def test_a_dry_run_publishes_no_join_order_and_writes_recommendations_only(tmp_path):
+    (tmp_path / "before").mkdir()
+    ran, store, clock, _ = make(tmp_path / "before")
+    step(ran, clock)
+    controller, store, clock, files = make(tmp_path, dry_run=True, settings=store.settings)  # restarted as a dry run
+    step(controller, clock, 5)
+    assert files.current("triple")[0] == 0 and not (tmp_path / "order.json").exists()
+    assert store.of("migration") == [] and not [e for e in store.of("event") if e.kind == "join_order_changed"]
+    desired = [row for rows in store.of("desired") for row in rows]
+    assert desired and all(row.recommend_only for row in desired)
+    recommended = [row.join_order for row in desired if first_pair(row.join_order) == {"a", "b"}]
+    assert recommended  # the cheaper order is recommended, not put into force
+    assert all(d.dry_run and not d.applied for d in store.of("decision"))
+    assert any(d.outputs["join_orders"] for d in store.of("decision"))
 
 
 def test_the_rates_crossing_over_bring_another_order_after_the_cool_down(tmp_path):

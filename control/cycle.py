@@ -1,0 +1,433 @@
+"""One tick of the control cycle as pure functions: observation in, estimates, events and desired settings out.
+
+Why pure: everything armd decides must be reproducible from what it saw.
+The wiring (``daemon/controller.py``) reads the clock, the statistics
+source, the store and the join-order control files, puts what it read into
+a ``Snapshot``, calls ``observe`` and ``decide`` here, and writes what they
+return; nothing in this module reads a clock or does IO, so a test drives a
+tick with plain values and checks every output.
+
+What used to travel between the scheduler's steps in flags is explicit:
+``Changes`` says what moved since the last decision (queries, bounds, the
+model), ``CycleState`` is what the cycle remembers between ticks (smoothed
+statistics, the policy's state, admission verdicts, the watchers' state).
+
+Every change goes the same way: decide → guard → stage → desired. Window
+and granularity settings come from the QoS policy through the guardrails;
+JISC join orders from the join-order policy (its margin and cool-down are
+its guardrails). Staging marks which changes may start migrating now. The
+result is one ``DesiredSettings`` per changed query, with the next
+``plan_version``; in a dry run the rows are recommendations
+(``recommend_only``) and nothing is put into force, join orders included.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Callable, Collection, Mapping
+
+import numpy as np
+
+from armd.migrations.join import order_text
+from armd.policies.admission import Admission, admit
+from armd.policies.base import PolicyInput
+from armd.policies.guardrails import Guarded, Running, guard
+from armd.policies.join_order import JoinOrderState, JoinStats
+from armd.policies.join_order import decide as decide_join_order
+from armd.policies.problem import Problem
+from armd.policies.staging import Staging, stage
+from armd.policies.trajectory import predict
+from armd.policies.triggers import RateTracker, decision_due
+
+from .model import Model, Setup, build_model, estimate_rows, fractions_of, key_match, longest_window, settings_of
+from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
+from .records import decision_record, json_safe, new_id
+from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
+
+TransientMemory = Callable[[str, QuerySettings, QuerySettings, float], float]
+"""Extra bytes a migration holds while it runs: (query, old, new, estimated memory of new) → bytes."""
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What moved since the last decision, besides rates and selectivities (which the state tracks)."""
+
+    queries: bool = False
+    """Queries were added or removed (admission runs first)."""
+    bounds: bool = False
+    model: bool = False
+    """The cost model was rebuilt (the policy's state belongs to the old one)."""
+
+    def __or__(self, other: Changes) -> Changes:
+        return Changes(self.queries or other.queries, self.bounds or other.bounds, self.model or other.model)
+
+
+@dataclass(frozen=True)
+class CycleState:
+    """What the cycle remembers from one tick to the next."""
+
+    rates: RateTracker
+    """Smoothed d per stream."""
+    selectivities: RateTracker
+    """Smoothed measured selectivity per plan node."""
+    pair_selectivities: Mapping[str, RateTracker] = field(default_factory=dict)
+    """Per JISC join: its smoothed measured key-match selectivity per pair of streams ("a,b")."""
+    policy_state: Any = None
+    join_states: Mapping[str, JoinOrderState] = field(default_factory=dict)
+    status: Mapping[str, str] = field(default_factory=dict)
+    """Admission verdict per configured query: ``active`` or ``rejected`` (absent: not decided yet)."""
+    last_decision_at: float | None = None
+    last_feasible: bool = True
+    estimate_over: bool = False
+    """The latest estimate of the settings in force exceeds the bounds (cleared by a decision)."""
+    watch: WatchState = field(default_factory=WatchState)
+
+    def admitted(self, model: Model) -> list[str]:
+        """The active queries, in the model's order."""
+        return [q for q in model.full.queries if self.status.get(q) == "active"]
+
+    def reconfigured(self, alpha: float, threshold: float, nodes: Collection[str], joins: Collection[str],
+                     keep_policy_state: bool) -> CycleState:
+        """After a reload: the smoothing rules given, measurements kept only for the plan ``nodes`` and JISC ``joins`` still
+        configured, the policy's state only when the policy is the same."""
+        sels = self.selectivities
+        return replace(
+            self, policy_state=self.policy_state if keep_policy_state else None,
+            rates=RateTracker(alpha, threshold, self.rates.smoothed, self.rates.decided),
+            selectivities=RateTracker(alpha, threshold, {n: v for n, v in sels.smoothed.items() if n in nodes},
+                                      {n: v for n, v in sels.decided.items() if n in nodes}),
+            pair_selectivities={q: t for q, t in self.pair_selectivities.items() if q in joins})
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the wiring read for one decision: the time and the queries' state on the applying side."""
+
+    at: datetime
+    now: float
+    """``at`` in model time units since the daemon started."""
+    running: Mapping[str, QuerySettings]
+    """Settings in force per query (queries not started are absent)."""
+    changed_at: Mapping[str, float] = field(default_factory=dict)
+    """When each query's settings last changed, in model time units."""
+    changes: Changes = Changes()
+    desired: Mapping[str, DesiredSettings] = field(default_factory=dict)
+    """The latest desired settings per query (the next ``plan_version`` follows theirs)."""
+    orders: Mapping[str, tuple[int, Any]] = field(default_factory=dict)
+    """Per JISC join whose control file could be read: (epoch, order) in force."""
+    unreadable_orders: Mapping[str, Exception] = field(default_factory=dict)
+    """Per JISC join whose control file could not be read: why."""
+    transient_memory: TransientMemory | None = None
+    """The applier's estimate of a live migration's extra state (None: migrations hold nothing extra)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A problem with one query the cycle met and went past (the wiring logs, counts and alerts it)."""
+
+    kind: str
+    query: str
+    message: str
+    error: Exception
+
+
+@dataclass(frozen=True)
+class JoinOrderChange:
+    query: str
+    epoch: int
+    """The epoch the new order goes into force under (one past the one in force)."""
+    old: Any
+    new: Any
+    reason: str
+    details: Mapping[str, Any]
+    """JSON-safe: orders, costs, the rates and selectivities the choice used."""
+
+    @property
+    def message(self) -> str:
+        return f"join order of {self.query!r} changed to {order_text(self.new)} (epoch {self.epoch}, JISC): {self.reason}"
+
+
+@dataclass(frozen=True)
+class Observed:
+    state: CycleState
+    estimates: list[EstimateRow]
+    """Of the settings in force (empty while nothing runs); the total last."""
+    measured: dict[str, float]
+    """Measured state bytes per admitted query that reported it."""
+    events: list[EventRecord]
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Everything one decision step decided; ``decision`` is None when no decision was due."""
+
+    state: CycleState
+    model: Model
+    admissions: tuple[Admission, ...] = ()
+    removed: tuple[str, ...] = ()
+    """Queries no longer configured (their verdicts are forgotten)."""
+    failures: tuple[Failure, ...] = ()
+    decision: DecisionRecord | None = None
+    estimates: tuple[EstimateRow, ...] = ()
+    """Of the decided (guarded) settings; the total last."""
+    guarded: Guarded | None = None
+    changes: Mapping[str, tuple[QuerySettings | None, QuerySettings]] = field(default_factory=dict)
+    """Settings that differ from those in force: (in force, decided) per query."""
+    staging: Staging | None = None
+    join_orders: tuple[JoinOrderChange, ...] = ()
+    desired: tuple[DesiredSettings, ...] = ()
+    events: tuple[EventRecord, ...] = ()
+
+
+def initial_state(alpha: float, threshold: float) -> CycleState:
+    return CycleState(RateTracker(alpha, threshold), RateTracker(alpha, threshold))
+
+
+def orders_for_model(orders: Mapping[str, tuple[int, Any]], desired: Mapping[str, DesiredSettings]) -> dict[str, Any]:
+    """The order each JISC join is estimated in: the one desired (unless only recommended), else the one in force."""
+    out = {q: order for q, (_epoch, order) in orders.items()}
+    for query, row in desired.items():
+        if query in out and row.join_order is not None and not row.recommend_only:
+            out[query] = row.join_order
+    return out
+
+
+# --- observe -------------------------------------------------------------------------------------
+
+
+def observe(setup: Setup, model: Model, state: CycleState, observation: Observation, *, at: datetime, now: float,
+            running: Mapping[str, QuerySettings], changed_at: Mapping[str, float], migrating: frozenset[str]) -> Observed:
+    """Fold one observation into the smoothed statistics, estimate the settings in force and watch the measurements."""
+    admitted = state.admitted(model)
+    plan = setup.plan
+    rates = state.rates.observe({s.stream: s.d for s in observation.streams if s.rows > 0 and s.stream in model.stream_names})
+    selectivities = state.selectivities.observe({
+        node: sel for q in observation.queries if q.query in admitted
+        for node, sel in q.selectivities.items() if node in plan.nodes and plan.nodes[node].sel is not None
+    })
+    pairs = dict(state.pair_selectivities)
+    for q in observation.queries:
+        if q.pair_selectivities and q.query in admitted:
+            pairs[q.query] = (pairs.get(q.query) or RateTracker(rates.alpha, rates.threshold)).observe(q.pair_selectivities)
+    rows: list[EstimateRow] = []
+    estimate_over = state.estimate_over
+    if admitted and running:
+        problem = model.problem_of(admitted)
+        rows = estimate_rows(problem, *fractions_of(problem, running), model.current_d(rates))
+        estimate_over = rows[-1].memory_bytes > setup.bounds.memory or rows[-1].cpu > setup.bounds.cpu
+    arrived = {s.stream for s in observation.streams if s.rows > 0}
+    watch, events = watch_streams(state.watch, at, model.stream_names, arrived, setup.stale_intervals, setup.observe_seconds)
+    measured = {q.query: float(q.state_bytes) for q in observation.queries if q.state_bytes is not None and q.query in admitted}
+    if measured:
+        watch, over = watch_bound(watch, at, measured, setup.bounds.memory)
+        # The estimate is the steady state: windows only hold it once they have been open for their size.
+        # While a query migrates live, both plans hold state: no steady state to compare with either.
+        steady = {q for q in measured if q in running and q not in migrating
+                  and now - changed_at.get(q, 0.0) >= longest_window(plan, q, running[q])}
+        estimated = {r.query: r.memory_bytes for r in rows if r.query is not None}
+        watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
+        events += over + off
+    state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
+                    watch=watch)
+    return Observed(state, rows, measured, events)
+
+
+# --- decide --------------------------------------------------------------------------------------
+
+
+def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
+           make_id: Callable[[], str] = new_id, timer: Callable[[], float] = lambda: 0.0) -> Tick:
+    """Admit new queries, choose join orders and, when a decision is due, decide, guard and stage the settings.
+
+    ``timer`` (seconds, e.g. ``time.perf_counter``) only measures how long
+    the policy and the guardrails took, for the record.
+    """
+    at, now, changes = snapshot.at, snapshot.now, snapshot.changes
+    admissions: list[Admission] = []
+    failures: list[Failure] = []
+    removed: tuple[str, ...] = ()
+    if changes.queries:
+        state, admissions, removed, failures = _admit(setup, model, state)
+    admitted = state.admitted(model)
+    stream_d = model.current_d(state.rates)
+    proposals, join_states, join_failures = _choose_join_orders(setup, model, state, snapshot, admitted, stream_d)
+    failures += join_failures
+    state = replace(state, join_states={**state.join_states, **join_states})
+
+    trigger = decision_due(state.rates, changes.queries, changes.bounds)
+    moved = state.selectivities.drifted()
+    if moved:
+        state = replace(state, selectivities=state.selectivities.decide_with())
+        listed = ", ".join(f"{n}={state.selectivities.smoothed[n]:.3g}" for n in sorted(moved)[:5])
+        trigger = trigger or f"measured selectivity of {len(moved)} node(s) moved past the threshold: {listed}"
+    orders = orders_for_model(snapshot.orders, snapshot.desired)
+    if not setup.rails.dry_run:
+        orders.update({c.query: c.new for c in proposals})
+    if moved or orders != dict(model.orders):
+        model = build_model(setup, state.selectivities.smoothed, orders, state.pair_selectivities)
+        changes |= Changes(model=True)
+    if proposals:
+        trigger = trigger or f"join order of {', '.join(repr(c.query) for c in proposals)} changed"
+    elif changes.model:
+        trigger = trigger or "join order in force changed"
+    if trigger is None and state.estimate_over and state.last_feasible:
+        # Rates can creep up by less than the threshold each time and still carry the settings in force
+        # through the reserve and over the bounds; re-deciding is due then too (not when even the
+        # minimum did not fit).
+        trigger = "the estimate of the settings in force exceeds the bounds"
+    done = Tick(state, model, tuple(admissions), removed, tuple(failures))
+    if trigger is None:
+        if state.last_decision_at is not None and now - state.last_decision_at < setup.decide_period:
+            return done
+        trigger = "periodic"
+    if not admitted:
+        return replace(done, state=replace(state, last_decision_at=now))
+    return _decide(setup, model, state, snapshot, done, admitted, stream_d, trigger, changes, proposals, make_id(), timer)
+
+
+def _admit(setup: Setup, model: Model, state: CycleState) -> tuple[CycleState, list[Admission], tuple[str, ...], list[Failure]]:
+    """Admit or reject every configured query that is neither active nor rejected yet."""
+    configured = set(model.full.queries)
+    removed = tuple(q for q in state.status if q not in configured)
+    status = {q: v for q, v in state.status.items() if q in configured}
+    stream_d = model.current_d(state.rates)
+    verdicts, failures = [], []
+    for query in model.full.queries:
+        if status.get(query) in ("active", "rejected"):
+            continue
+        admitted = [q for q in model.full.queries if status.get(q) == "active"]
+        try:
+            verdict = admit(model.problem_of([*admitted, query]), setup.bounds, query, stream_d)
+        except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
+            failures.append(Failure("query_failed", query, f"admission of {query!r} failed: {exc}", exc))
+            continue
+        status[query] = "active" if verdict.admitted else "rejected"
+        verdicts.append(verdict)
+    return replace(state, status=status), verdicts, removed, failures
+
+
+def _choose_join_orders(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, admitted: list[str],
+                        stream_d: np.ndarray) -> tuple[list[JoinOrderChange], dict[str, JoinOrderState], list[Failure]]:
+    """For every running JISC join: a cheaper join order when the join-order policy proposes one (and its new state)."""
+    proposals, states, failures = [], {}, []
+    d = dict(zip(model.stream_names, stream_d))
+    current_orders = orders_for_model(snapshot.orders, snapshot.desired)
+    for query, rule in setup.joins.items():
+        settings = snapshot.running.get(query)
+        if query not in admitted or settings is None:
+            continue
+        rates = {s: 1.0 / d[s] for s in rule.order}
+        if not all(r > 0 for r in rates.values()):
+            continue  # a stream that delivered nothing lately: no rate to compare orders on
+        try:
+            if query in snapshot.unreadable_orders:
+                raise snapshot.unreadable_orders[query]
+            epoch, current = snapshot.orders[query][0], current_orders[query]
+            window = longest_window(setup.plan, query, settings)
+            pairs, default = key_match(setup.plan, query, state.selectivities.smoothed, state.pair_selectivities.get(query))
+            stats = JoinStats(rates=rates, windows={s: window for s in rates},
+                              selectivity={p: v for p, v in pairs.items() if p <= set(rates)}, default_selectivity=default,
+                              sizes={s: setup.plan.streams[s].size for s in rates},
+                              granularity=min(setup.plan.streams[s].g for s in rates))
+            outcome = decide_join_order(current, stats, snapshot.now, state.join_states.get(query), margin=rule.margin,
+                                        cooldown=rule.cooldown, shape=rule.shape, constants=setup.plan.constants)
+        except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
+            failures.append(Failure("join_order_failed", query, f"choosing the join order of {query!r} failed: {exc}", exc))
+            continue
+        if not outcome.migrate:
+            continue
+        details = json_safe({"old_order": current, "new_order": outcome.order, "epoch": epoch + 1, "reason": outcome.reason,
+                             "current_cost": outcome.current_cost, "best_cost": outcome.best_cost, "rates": dict(stats.rates),
+                             "selectivity": stats.default_selectivity,
+                             "pair_selectivities": {",".join(sorted(p)): v for p, v in stats.selectivity.items()}})
+        proposals.append(JoinOrderChange(query, epoch + 1, current, outcome.order, outcome.reason, details))
+        states[query] = outcome.state
+    return proposals, states, failures
+
+
+def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, done: Tick, admitted: list[str],
+            stream_d: np.ndarray, trigger: str, changes: Changes, proposals: list[JoinOrderChange], decision_id: str,
+            timer: Callable[[], float]) -> Tick:
+    """Decide, guard and stage; the desired settings of every query whose settings or join order change."""
+    problem, bounds, rails, now, at = model.problem_of(admitted), setup.bounds, setup.rails, snapshot.now, snapshot.at
+    in_force = snapshot.running
+    changed = None if changes.queries or changes.bounds or changes.model else state.rates.drifted()
+    policy_state = None if changes.model else state.policy_state  # a rebuilt model makes the old state meaningless
+    started = timer()
+    decision = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
+    running = _running(problem, snapshot)
+    guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d)
+    duration_ms = (timer() - started) * 1e3
+
+    proposed = settings_of(problem, decision.fw, decision.fg)
+    applied = settings_of(problem, guarded.fw, guarded.fg)
+    settings_changes = {
+        q: (in_force.get(q), s) for q, s in applied.items()
+        if q not in in_force or in_force[q].windows != s.windows or in_force[q].granularity != s.granularity
+    }
+    trajectory, held = None, 0.0
+    if running is not None:
+        old_outcome = problem.evaluate(running.fw, running.fg, stream_d)
+        held = float(old_outcome.total_memory)
+        trajectory = predict(problem, bounds, now, (*problem.values(running.fw, running.fg), old_outcome),
+                             (*problem.values(guarded.fw, guarded.fg), guarded.outcome))
+    memory = {q: float(guarded.outcome.query_memory[i]) for i, q in enumerate(problem.queries)}
+    staging = _stage(settings_changes, held, memory, snapshot.transient_memory, bounds.memory)
+    joins = {c.query: c for c in proposals}
+    cooling = {q for q in guarded.held if now - snapshot.changed_at.get(q, -math.inf) < rails.cooldown}
+    record = decision_record(
+        id=decision_id, at=at, now=now, trigger=trigger, policy=setup.policy.name, problem=problem, bounds=bounds, rails=rails,
+        stream_names=model.stream_names, stream_d=stream_d, changed=changed, decision=decision, guarded=guarded,
+        proposed=proposed, applied=applied, cooling=cooling, trajectory=trajectory, staging=staging,
+        join_orders={q: c.details for q, c in joins.items()}, changes_something=bool(settings_changes or joins),
+        duration_ms=duration_ms)
+    estimates = [EstimateRow(q, memory[q], float(guarded.outcome.query_cpu[i])) for i, q in enumerate(problem.queries)]
+    estimates.append(EstimateRow(None, float(guarded.outcome.total_memory), float(guarded.outcome.total_cpu)))
+    orders = orders_for_model(snapshot.orders, snapshot.desired)
+    desired = tuple(
+        DesiredSettings(
+            q, (snapshot.desired[q].plan_version if q in snapshot.desired else 0) + 1, applied[q],
+            join_order=joins[q].new if q in joins else orders.get(q), may_start=q not in staging.later,
+            recommend_only=rails.dry_run, decision_id=decision_id, at=at)
+        for q in problem.queries if q in settings_changes or q in joins
+    )
+    events = []
+    if not decision.feasible:
+        events.append(EventRecord(at, "bounds_unreachable", "error", decision.reason, None, {"trigger": trigger}))
+    if guarded.apply and settings_changes:
+        events += staged_events(staging, bounds.memory, at)
+    state = replace(state, policy_state=decision.state, last_feasible=bool(decision.feasible), estimate_over=False,
+                    rates=state.rates.decide_with(), last_decision_at=now)
+    return replace(done, state=state, decision=record, estimates=tuple(estimates), guarded=guarded, changes=settings_changes,
+                   staging=staging, join_orders=tuple(proposals), desired=desired, events=tuple(events))
+
+
+def _running(problem: Problem, snapshot: Snapshot) -> Running | None:
+    """The fractions in force and when each query last changed, for the guardrails (None: nothing runs yet)."""
+    if not any(q in snapshot.running for q in problem.queries):
+        return None
+    fw, fg = fractions_of(problem, snapshot.running)
+    return Running(fw, fg, np.array([snapshot.changed_at.get(q, math.nan) for q in problem.queries]))
+
+
+def _stage(changes: Mapping[str, tuple[QuerySettings | None, QuerySettings]], held: float, memory: Mapping[str, float],
+           transient: TransientMemory | None, bound: float) -> Staging:
+    """Which changes migrate now: the applier's extra state while a migration runs must fit the memory bound."""
+    extra = {q: 0.0 if transient is None or old is None else float(transient(q, old, new, memory.get(q, 0.0)))
+             for q, (old, new) in changes.items()}
+    return stage(held, extra, bound)
+
+
+def staged_events(staging: Staging, bound: float, at: datetime) -> list[EventRecord]:
+    """``migrations_staged`` when some migrations wait for others, or one runs over the bound alone."""
+    if not (staging.later or staging.over_bound):
+        return []
+    message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
+               f"running them together would hold more than the memory bound {bound:,.0f} B" if staging.later else "")
+    if staging.over_bound:
+        message = (f"the migration of {staging.now[0]} holds {staging.peak_memory:,.0f} B while it runs, over the memory "
+                   f"bound {bound:,.0f} B; no smaller step exists, so it runs alone" + (f"; {message}" if message else ""))
+    return [EventRecord(at, "migrations_staged", "warning" if staging.over_bound else "info", message, None,
+                        staging.as_json())]

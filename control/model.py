@@ -1,0 +1,149 @@
+"""The cost model the control cycle decides on, and what the configuration fixes around it.
+
+Why a module of its own: the cycle, the watchers and the wiring all need the
+same answers — which plan the estimates use (the configured one with the
+smoothed measured selectivities in place of the plan's and every JISC join
+rebuilt in the order it runs), which queries a problem covers, what settings
+a pair of fraction vectors means — and each answer must be computed in one
+place, once per change of its inputs, not once per caller. ``Setup`` is the
+part the configuration fixes (rebuilt on a reload); ``Model`` is rebuilt
+when a measured selectivity or a join order moves. Pure: no clock, no IO.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+import numpy as np
+
+from armd.costmodel.plan import PlanSet
+from armd.policies.base import Policy
+from armd.policies.guardrails import Guardrails
+from armd.policies.join_order import plan_in_order
+from armd.policies.problem import Bounds, Problem
+from armd.policies.triggers import RateTracker
+
+from .ports import EstimateRow, QuerySettings
+
+
+@dataclass(frozen=True)
+class JoinRule:
+    """How the join order of one JISC join is chosen (``[managed.*.join_order]``)."""
+
+    order: tuple[str, ...]
+    """The join's streams (the configured order)."""
+    margin: float
+    cooldown: float
+    """In model time units."""
+    shape: str
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the configuration fixes for the cycle: the plan, the bounds, the rules and the policy."""
+
+    plan: PlanSet
+    qos: Mapping[str, Any]
+    profile: str
+    bounds: Bounds
+    rails: Guardrails
+    """With ``cooldown`` in model time units."""
+    policy: Policy
+    decide_period: float
+    """Model time units between periodic decisions."""
+    joins: Mapping[str, JoinRule]
+    """The JISC joins whose order the cycle chooses."""
+    estimate_factor: float
+    """``estimate_mismatch`` when measured and estimated state differ by more than this factor."""
+    stale_intervals: int
+    """``statistics_stale`` after this many observations without rows."""
+    observe_seconds: float
+
+
+@dataclass(frozen=True)
+class Model:
+    """The cost model of every configured query, as the cycle estimates them now."""
+
+    full: Problem
+    stream_names: tuple[str, ...]
+    plan_d: np.ndarray
+    """The configured d per stream (``stream_names`` order): the value until a rate is measured."""
+    orders: Mapping[str, Any]
+    """The order each JISC join is estimated in."""
+
+    def problem_of(self, queries: list[str] | tuple[str, ...]) -> Problem:
+        index = {q: i for i, q in enumerate(self.full.queries)}
+        return self.full.subproblem(np.array(sorted(index[q] for q in queries), dtype=np.intp))
+
+    def current_d(self, rates: RateTracker) -> np.ndarray:
+        smoothed = rates.smoothed
+        return np.array([smoothed.get(s, d) for s, d in zip(self.stream_names, self.plan_d)], dtype=float)
+
+
+def build_model(setup: Setup, selectivities: Mapping[str, float], orders: Mapping[str, Any],
+                pair_selectivities: Mapping[str, RateTracker]) -> Model:
+    """The plan with the smoothed measured ``selectivities`` in place of the plan's and each JISC join in its ``orders``."""
+    plan = setup.plan
+    if selectivities:
+        nodes = {node_id: replace(node, sel=min(1.0, selectivities[node_id])) if node_id in selectivities else node
+                 for node_id, node in plan.nodes.items()}
+        plan = replace(plan, nodes=nodes)
+    for query, order in orders.items():
+        plan = plan_in_order(plan, query, order, *key_match(setup.plan, query, selectivities, pair_selectivities.get(query)))
+    full = Problem(plan, setup.qos, profile=setup.profile)
+    names = tuple(full.batch.stream_names)
+    return Model(full, names, np.array([setup.plan.streams[s].d for s in names], dtype=float), dict(orders))
+
+
+def key_match(plan: PlanSet, query: str, selectivities: Mapping[str, float],
+              pairs: RateTracker | None) -> tuple[dict[frozenset[str], float], float]:
+    """A JISC join's smoothed measured selectivity per pair of streams, and the one for pairs not measured yet.
+
+    The latter is the geometric mean of the query's join nodes'
+    selectivities (measured when reported, else the plan's).
+    """
+    joins = [n for n in plan.query_nodes(query) if plan.nodes[n].op == "join" and plan.nodes[n].sel is not None]
+    sels = [min(1.0, selectivities.get(n, plan.nodes[n].sel)) for n in joins]
+    default = math.exp(sum(math.log(x) for x in sels) / len(sels)) if sels else 1.0
+    measured = {frozenset(key.split(",")): min(1.0, v) for key, v in (pairs.smoothed if pairs else {}).items()}
+    return {p: v for p, v in measured.items() if len(p) == 2}, default
+
+
+def longest_window(plan: PlanSet, query: str, settings: QuerySettings) -> float:
+    """The largest window of ``query`` in model time units: the decided sizes, else the plan's."""
+    sizes = [settings.windows.get(n, plan.nodes[n].w) for n in plan.query_nodes(query) if plan.nodes[n].w is not None]
+    return max(sizes, default=0.0)
+
+
+def fractions_of(problem: Problem, running: Mapping[str, QuerySettings]) -> tuple[np.ndarray, np.ndarray]:
+    """The fractions in force per query of ``problem`` (0 for a query not started yet)."""
+    fw = np.array([running[q].fw if q in running else 0.0 for q in problem.queries])
+    fg = np.array([running[q].fg if q in running else 0.0 for q in problem.queries])
+    return fw, fg
+
+
+def settings_of(problem: Problem, fw: np.ndarray, fg: np.ndarray) -> dict[str, QuerySettings]:
+    """What the fractions mean per query: window sizes per node, the granularity and the QoS achieved."""
+    w, g = problem.values(fw, fg)
+    qos = problem.qos(w, g)
+    node_ids = problem.batch.node_ids
+    windows: dict[int, dict[str, float]] = {}
+    for node, qi in zip(problem.win_idx, problem.win_query):
+        windows.setdefault(int(qi), {})[node_ids[node]] = float(w[node])
+    granularity: dict[int, float] = {}
+    for node, qi in zip(problem.gran_idx, problem.gran_query):
+        granularity.setdefault(int(qi), float(g[node]))
+    return {
+        q: QuerySettings(float(fw[i]), float(fg[i]), windows.get(i, {}), granularity.get(i), float(qos[i]))
+        for i, q in enumerate(problem.queries)
+    }
+
+
+def estimate_rows(problem: Problem, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray) -> list[EstimateRow]:
+    """Memory and CPU per query of ``problem`` at the fractions, the total (shared nodes once) last."""
+    outcome = problem.evaluate(fw, fg, stream_d, with_qos=False)
+    rows = [EstimateRow(q, float(m), float(c)) for q, m, c in zip(problem.queries, outcome.query_memory, outcome.query_cpu)]
+    rows.append(EstimateRow(None, float(outcome.total_memory), float(outcome.total_cpu)))
+    return rows

@@ -1,0 +1,53 @@
+"""The configuration as the control cycle and the store see it.
+
+Why apart from the controller: turning a ``Config`` into the cycle's
+``Setup`` (time values in model units, the policy made from its name, the
+JISC joins whose order armd chooses) and into the store's configuration rows
+is translation, not wiring; done here once, the controller only calls it on
+start and on every reload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from armd.control.model import JoinRule, Setup
+from armd.control.ports import NodeRow, QueryRow, StreamRow
+from armd.policies.registry import make_policy
+
+from .config import Config
+
+
+def setup_of(config: Config, *, join_orders: bool) -> Setup:
+    """The cycle's setup for ``config``; ``join_orders``: whether a join-order port is wired (else no join is reordered)."""
+    unit = config.model.time_unit_seconds
+    joins = {
+        q: JoinRule(tuple(m.join_order.order), m.join_order.margin, m.join_order.cooldown_seconds / unit, m.join_order.shape)
+        for q, m in config.managed.items() if m.join_order is not None
+    } if join_orders else {}
+    return Setup(
+        plan=config.plan, qos=config.qos, profile=config.model.profile, bounds=config.bounds,
+        rails=replace(config.guardrails, cooldown=config.guardrails.cooldown / unit),
+        policy=make_policy(config.policy.name, config.policy.params), decide_period=config.schedule.decide_seconds / unit,
+        joins=joins, estimate_factor=config.alerting.estimate_factor, stale_intervals=config.alerting.stale_intervals,
+        observe_seconds=config.schedule.observe_seconds)
+
+
+def config_rows(config: Config) -> tuple[list[StreamRow], list[QueryRow], list[NodeRow]]:
+    """Streams, queries (with their QoS ranges) and plan nodes, as ``Store.sync_config`` takes them."""
+    plan, doc = config.plan, config.plan_doc
+    streams = [StreamRow(name, s.size, s.g, s.d) for name, s in plan.streams.items()]
+    queries, nodes = [], []
+    for name in plan.queries:
+        spec = config.qos.get(name)
+        qos = {} if spec is None else {
+            "window": list(spec.window) if spec.window else None,
+            "windows": {k: list(v) for k, v in spec.windows.items()},
+            "granularity": list(spec.granularity) if spec.granularity else None,
+        }
+        queries.append(QueryRow(name, doc["queries"][name], qos, spec.weight if spec else 1.0))
+        for node_id in plan.query_nodes(name):
+            node = plan.nodes[node_id]
+            params = {k: getattr(node, k) for k in ("stream", "w", "c", "g", "sel", "groups", "size") if getattr(node, k) is not None}
+            nodes.append(NodeRow(name, node_id, node.op, list(node.inputs), params))
+    return streams, queries, nodes

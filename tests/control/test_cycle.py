@@ -1,0 +1,217 @@
+"""The pure control cycle: a snapshot in, estimates, a decision, staging and desired settings out.
+
+Every input is a plain value (no store, no source, no clock), so each test
+states the situation and checks what one tick decides. The configurations
+are the shared example plan (``support.fakes``) and the three-way JISC join
+of ``support.jisc_plan``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from support.fakes import CONFIG, PLAN
+from support.jisc_plan import PLAN as JISC_PLAN
+from support.jisc_plan import first_pair
+
+from armd.control.cycle import Changes, Snapshot, decide, initial_state, observe, orders_for_model
+from armd.control.model import build_model
+from armd.control.ports import DesiredSettings, Observation, QueryMetrics, StreamStats
+from armd.daemon.config import load_config
+from armd.daemon.setup import setup_of
+
+AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
+QUERIES = ("clicks_per_view", "clicks_per_second", "big_orders")
+
+
+def example(tmp_path, memory=200_000, dry_run=False):
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(memory=memory, dry_run=str(dry_run).lower(), plan=PLAN, threshold=0.2))
+    config = load_config(path)
+    setup = setup_of(config, join_orders=False)
+    return setup, build_model(setup, {}, {}, {}), initial_state(config.triggers.alpha, config.triggers.threshold)
+
+
+def ids():
+    n = iter(range(1, 1000))
+    return lambda: f"decision-{next(n)}"
+
+
+def first(setup, model, state, **snapshot):
+    """The first tick: every configured query is new."""
+    return decide(setup, model, state, Snapshot(AT, 0.0, {}, changes=Changes(queries=True), **snapshot), make_id=ids())
+
+
+def test_the_first_tick_admits_decides_and_desires_every_query(tmp_path):
+    setup, model, state = example(tmp_path)
+    tick = first(setup, model, state)
+    assert [(a.query, a.admitted) for a in tick.admissions] == [(q, True) for q in QUERIES]
+    assert tick.decision.trigger == "queries added or removed" and tick.decision.feasible
+    assert tick.decision.id == tick.decision.outputs["decision_id"] == "decision-1"
+    assert [d.query for d in tick.desired] == list(QUERIES)
+    for row in tick.desired:
+        assert (row.plan_version, row.may_start, row.recommend_only, row.decision_id, row.at) == (1, True, False, "decision-1", AT)
+        assert row.settings == tick.changes[row.query][1] and row.join_order is None
+    assert tick.estimates[-1].query is None
+    assert tick.estimates[-1].memory_bytes == pytest.approx(tick.decision.estimated_memory_bytes)
+    assert tick.state.last_decision_at == 0.0 and tick.state.status == {q: "active" for q in QUERIES}
+
+
+def test_plan_versions_follow_the_previous_desired_ones(tmp_path):
+    setup, model, state = example(tmp_path)
+    earlier = first(setup, model, state)
+    desired = {row.query: replace(row, plan_version=7) for row in earlier.desired}
+    tick = first(setup, model, state, desired=desired)
+    assert {row.plan_version for row in tick.desired} == {8}
+
+
+def test_a_dry_run_desires_recommendations_only(tmp_path):
+    setup, model, state = example(tmp_path, memory=100_000, dry_run=True)
+    tick = first(setup, model, state, transient_memory=lambda q, old, new, memory: memory)
+    assert tick.desired and all(row.recommend_only for row in tick.desired)
+    assert not tick.guarded.apply and tick.decision.dry_run and not tick.decision.applied
+    assert not [e for e in tick.events if e.kind == "migrations_staged"]
+
+
+def test_without_a_trigger_nothing_is_decided_until_the_period_has_passed(tmp_path):
+    setup, model, state = example(tmp_path)
+    tick = first(setup, model, state)
+    running = {q: new for q, (_, new) in tick.changes.items()}
+    quiet = decide(setup, model, tick.state, Snapshot(AT, 5.0, running))
+    assert quiet.decision is None and quiet.desired == () and quiet.state == tick.state
+    periodic = decide(setup, model, tick.state, Snapshot(AT, setup.decide_period, running))
+    assert periodic.decision.trigger == "periodic" and periodic.desired == ()  # nothing moved: nothing to change
+
+
+def test_changes_are_explicit_inputs(tmp_path):
+    setup, model, state = example(tmp_path)
+    tick = first(setup, model, state)
+    running = {q: new for q, (_, new) in tick.changes.items()}
+    bounds = decide(setup, model, tick.state, Snapshot(AT, 1.0, running, changes=Changes(bounds=True)))
+    assert bounds.decision.trigger == "bounds changed" and bounds.decision.inputs["changed_streams"] is None
+    over = decide(setup, model, replace(tick.state, estimate_over=True), Snapshot(AT, 1.0, running))
+    assert over.decision.trigger == "the estimate of the settings in force exceeds the bounds"
+    assert over.state.estimate_over is False
+
+
+def test_migrations_whose_extra_state_would_break_the_bound_may_not_start_yet(tmp_path):
+    small, model, state = example(tmp_path, memory=100_000)
+    before = first(small, model, state)
+    running = {q: new for q, (_, new) in before.changes.items()}
+    grown, model, _ = example(tmp_path, memory=300_000)  # the bound triples: every query grows, each migration holds its new state
+    tick = decide(grown, model, before.state, Snapshot(AT, 100.0, running, changes=Changes(bounds=True),
+                                                       transient_memory=lambda q, old, new, memory: memory))
+    waiting = {row.query for row in tick.desired if not row.may_start}
+    assert waiting and waiting == set(tick.staging.later) and tick.staging.now
+    assert [e.kind for e in tick.events] == ["migrations_staged"]
+
+
+def test_an_admission_that_fails_is_a_failure_of_that_query_only(tmp_path):
+    setup, model, state = example(tmp_path, memory=12_000)
+    tick = first(setup, model, state)
+    assert dict((a.query, a.admitted) for a in tick.admissions) == {"clicks_per_view": True, "clicks_per_second": True,
+                                                                    "big_orders": False}
+    assert "big_orders" not in [row.query for row in tick.desired]
+
+
+def test_observe_smooths_rates_estimates_the_settings_in_force_and_watches(tmp_path):
+    setup, model, state = example(tmp_path, memory=100_000)
+    tick = first(setup, model, state)
+    running = {q: new for q, (_, new) in tick.changes.items()}
+    observation = Observation(AT, [StreamStats("clicks", 100, 1.0, 100.0, 5.0), StreamStats("views", 10, 1.0, 10.0, 40.0)],
+                              [QueryMetrics("clicks_per_view", 10, 500_000)])
+    observed = observe(setup, model, tick.state, observation, at=AT, now=1.0, running=running, changed_at={}, migrating=frozenset())
+    assert observed.state.rates.smoothed == {"clicks": 5.0, "views": 40.0}
+    assert observed.estimates[-1].query is None and observed.state.estimate_over is (observed.estimates[-1].memory_bytes > 100_000)
+    assert observed.measured == {"clicks_per_view": 500_000.0}
+    assert [e.kind for e in observed.events] == ["bound_exceeded"]
+
+
+# --- join orders ---------------------------------------------------------------------------------
+
+JISC_CONFIG = """
+[store]
+url = "sqlite:///unused.db"
+[model]
+time_unit_seconds = 1
+[bounds]
+memory_bytes = 1e12
+cpu = 1e12
+[guardrails]
+dry_run = {dry_run}
+[source]
+kind = "spark"
+[spark]
+state_store = "rocksdb"
+[managed.triple]
+builder = "armd.adapters.spark.builders:multiway_join"
+nodes = {{ w = "t_wa" }}
+[managed.triple.join_order]
+order = ["a", "c", "b"]
+control = "{tmp}/order.json"
+cooldown_seconds = 30
+[plan]
+file = "plan.json"
+"""
+CONFIGURED = (("a", "c"), "b")
+
+
+def jisc(tmp_path, dry_run=False):
+    (tmp_path / "plan.json").write_text(json.dumps(JISC_PLAN))
+    path = tmp_path / "armd.toml"
+    path.write_text(JISC_CONFIG.format(tmp=tmp_path, dry_run=str(dry_run).lower()))
+    config = load_config(path)
+    setup = setup_of(config, join_orders=True)
+    model = build_model(setup, {}, {"triple": CONFIGURED}, {})
+    state = replace(initial_state(1.0, 0.2), status={"triple": "active"}, last_decision_at=0.0)
+    state = replace(state, rates=state.rates.observe({"a": 0.5, "b": 0.5, "c": 0.125}).decide_with())
+    running = {"triple": first(setup, model, initial_state(1.0, 0.2)).changes["triple"][1]}
+    return setup, model, state, running
+
+
+def test_a_cheaper_join_order_goes_through_the_decision_into_the_desired_settings(tmp_path):
+    setup, model, state, running = jisc(tmp_path)
+    tick = decide(setup, model, state, Snapshot(AT, 10.0, running, orders={"triple": (0, CONFIGURED)}))
+    (change,) = tick.join_orders
+    assert change.epoch == 1 and first_pair(change.new) == {"a", "b"} and change.details["old_order"] == [["a", "c"], "b"]
+    assert tick.decision.trigger == "join order of 'triple' changed" and "triple" in tick.decision.outputs["join_orders"]
+    (row,) = tick.desired
+    assert row.join_order == change.new and row.may_start and not row.recommend_only and row.plan_version == 1
+    assert tick.model.orders == {"triple": change.new}  # the decision estimates the order it asks for
+    assert tick.state.join_states["triple"].last_migration == 10.0
+    held = decide(setup, tick.model, tick.state, Snapshot(AT, 20.0, running, orders={"triple": (1, change.new)},
+                                                          desired={"triple": row}))
+    assert held.join_orders == () and held.desired == ()  # in force, and the cool-down holds any other change
+
+
+def test_a_dry_run_recommends_a_join_order_and_keeps_estimating_the_one_in_force(tmp_path):
+    setup, model, state, running = jisc(tmp_path, dry_run=True)
+    tick = decide(setup, model, state, Snapshot(AT, 10.0, running, orders={"triple": (0, CONFIGURED)}))
+    (change,) = tick.join_orders
+    (row,) = tick.desired
+    assert row.recommend_only and row.join_order == change.new and not tick.guarded.apply
+    assert tick.model.orders == {"triple": CONFIGURED}
+    assert orders_for_model({"triple": (0, CONFIGURED)}, {"triple": row}) == {"triple": CONFIGURED}
+
+
+def test_an_unreadable_control_file_is_a_failure_once_the_query_runs(tmp_path):
+    setup, model, state, running = jisc(tmp_path)
+    error = ValueError("order.json: epoch must be an integer")
+    tick = decide(setup, model, state, Snapshot(AT, 10.0, running, unreadable_orders={"triple": error}))
+    (failure,) = tick.failures
+    assert (failure.kind, failure.query, failure.error) == ("join_order_failed", "triple", error)
+    assert "order.json" in failure.message
+    idle = decide(setup, model, state, Snapshot(AT, 10.0, {}, unreadable_orders={"triple": error}))
+    assert idle.failures == ()  # not running yet: nothing to choose
+
+
+def test_the_cycle_imports_no_io_library():
+    code = ("import sys, armd.control.cycle, armd.control.watchers; "
+            "print(sorted(m for m in ('sqlalchemy', 'structlog', 'pyspark', 'apscheduler') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
