@@ -57,7 +57,9 @@ Time
     of the oldest buffered row + 1 ms and the oldest live tuple's τ + W)
     expires the tuples of keys that receive nothing more; a key with nothing
     live and nothing buffered has no state at all. Rows that arrive behind the
-    watermark are late: they are dropped (counted in the key's state).
+    watermark are late: they are dropped (counted in the key's state). The
+    engine decides all of this (``KeyEngine.offer``, ``release``,
+    ``wake_at``); the processor passes it the watermark and keeps its timer.
 
 Results are one row per join result: the key, the epoch of the plan that
 produced it and, per stream ``s``, ``s_id`` and ``s_time`` of its tuple.
@@ -68,7 +70,8 @@ Statistics
     counts, for each tuple it processes, the live tuples of every other
     stream under its key; the processor emits those counts as one extra row
     per call, ``observe()`` sums them per micro-batch and the rows are
-    dropped before the sink (``SparkStats`` computes the selectivities).
+    dropped before the sink (``SparkStats`` gathers them and
+    ``costmodel.measured.pair_selectivities`` computes the selectivities).
 """
 
 from __future__ import annotations
