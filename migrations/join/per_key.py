@@ -42,6 +42,7 @@ _K: Hashable = 0
 """The one key of a per-key plan (its state dicts are keyed by it)."""
 
 Row = tuple[int, int, int]
+"""A processed tuple as the host knows it: (stream index, row id, event time ms)."""
 
 
 @dataclass(frozen=True)
