@@ -2,5 +2,6 @@
 
 Pure: numpy and scipy only, no clock, no IO. ``plan.parse_plan`` validates a
 plan document, ``evaluate.estimate`` is the readable scalar evaluator and
-``batch.BatchPlan`` the vectorised one the policies use.
+``batch.BatchPlan`` the vectorised one the policies use; ``measured``
+estimates the model's inputs (d, selectivities) from what an engine counted.
 """

@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 from armd.costmodel.characteristics import Stream
 from armd.costmodel.constants import CostConstants
 from armd.costmodel.formulas import join_cost, join_output, window_output
+from armd.costmodel.measured import pair_selectivity  # noqa: F401  (re-exported: callers of the policy import it from here)
 from armd.costmodel.plan import PlanSet
 
 Order = Any
@@ -97,17 +98,6 @@ def _log_g(streams: frozenset[str], pair: Callable[[str, str], float]) -> float:
         return 0.0
     logs = [math.log(pair(a, b)) for a, b in zip_pairs(names)]
     return sum(logs) / len(logs) * (len(names) - 1)
-
-
-def pair_selectivity(pairs: float, n_a: float, n_b: float, span: float, validity: float) -> float:
-    """A pair's key-match selectivity from counts: formula 4 solved for sel, pairs·T / ((l_a + l_b)·n_a·n_b).
-
-    ``pairs`` are the tuple pairs of streams a and b with equal keys less
-    than the window apart, ``n_a``, ``n_b`` the tuples of each, all over an
-    interval of ``span`` time units; ``validity`` is l_a + l_b. Capped at 1;
-    no pair at all counts as half a pair, so the estimate stays positive.
-    """
-    return min(1.0, max(pairs, 0.5) * span / (validity * n_a * n_b))
 
 
 def zip_pairs(names: Sequence[str]) -> list[tuple[str, str]]:

@@ -9,19 +9,22 @@ query runs, and a running query cannot be given new Python objects), and
 expiry has to follow event time across micro-batches. Every one of these is
 a Spark concern, so it lives in the Spark adapter; the join itself — plans,
 state matching, symmetric hash join walk, expiry walk, JISC's per-key
-completion — is *reused* from ``armd.migrations.join`` (``Plan``,
-``walk_up``, ``expire_event``, and the ``JISC`` strategy's transition and
-completion code), applied to one key at a time.
+completion, the buffering of rows until the watermark passes them — is
+``armd.migrations.join``'s ``KeyEngine`` (``per_key.py``), the pure JISC
+strategy applied to one key at a time, with its state saved as a versioned
+``KeyState``. This module only feeds it rows, timers and the state store.
 
 How it fits together
     ``jisc_join`` tags each input stream's rows with the stream name, sets
     the watermark on each, unions them and runs ``groupBy(key).transformWithStateInPandas``
     with ``JiscProcessor`` in ``EventTime`` mode. For every key the processor
-    keeps one value in the state store (RocksDB): the key's live tuples, the
+    keeps one value in the state store (RocksDB), a binary column ``blob``
+    holding ``KeyState.to_bytes()``: the key's live tuples, the
     materialised intermediate states of the key's current plan, which of them
     are still incomplete (JISC's pending flag for that key), the streams that
     already had a tuple since the key's last transition (Definition 2), and the
-    epoch and order the key was last processed with.
+    epoch and order the key was last processed with. Blobs written before the
+    state had a version number of its own (version 1) are still read.
 
 The plan (control file)
     A small JSON file ``{"epoch": int, "order": [...]}`` written atomically by
@@ -54,7 +57,9 @@ Time
     of the oldest buffered row + 1 ms and the oldest live tuple's τ + W)
     expires the tuples of keys that receive nothing more; a key with nothing
     live and nothing buffered has no state at all. Rows that arrive behind the
-    watermark are late: they are dropped (counted in the key's state).
+    watermark are late: they are dropped (counted in the key's state). The
+    engine decides all of this (``KeyEngine.offer``, ``release``,
+    ``wake_at``); the processor passes it the watermark and keeps its timer.
 
 Results are one row per join result: the key, the epoch of the plan that
 produced it and, per stream ``s``, ``s_id`` and ``s_time`` of its tuple.
@@ -65,16 +70,15 @@ Statistics
     counts, for each tuple it processes, the live tuples of every other
     stream under its key; the processor emits those counts as one extra row
     per call, ``observe()`` sums them per micro-batch and the rows are
-    dropped before the sink (``SparkStats`` computes the selectivities).
+    dropped before the sink (``SparkStats`` gathers them and
+    ``costmodel.measured.pair_selectivities`` computes the selectivities).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import tempfile
-from collections import deque
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -83,18 +87,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, BooleanType, LongType, StructField, StructType
 
-from armd.migrations.join import JISC, EventLog, left_deep, normalise_order
-from armd.migrations.join.pipeline import Cursor, Order, count_pairs, expire_event, flatten, insert, walk_up
-from armd.migrations.join.strategies import watch_paths
+from armd.migrations.join import KeyEngine, Order, left_deep, normalise_order
 
 from .observed import observation_name
 
 __all__ = [
-    "Control", "ControlFiles", "JiscProcessor", "KeyEngine", "jisc_join", "read_control", "write_control",
+    "Control", "ControlFiles", "JiscProcessor", "jisc_join", "read_control", "write_control",
 ]
-
-_K = 0
-"""The one key of a per-key plan (its state dicts are keyed by it)."""
 
 
 # --- the control file ---------------------------------------------------------------------
@@ -214,188 +213,6 @@ class ControlFiles:
         write_control(path, epoch, order)
 
 
-# --- the per-key engine (pure: no Spark) ----------------------------------------------------
-
-
-class KeyEngine(JISC):
-    """``migrations.join``'s JISC strategy over the tuples of one key, loadable from and savable to bytes.
-
-    Event ids are per-key sequence numbers (they grow with event time, as the
-    pipeline's expiry needs); ``events`` maps each live one to (stream index,
-    the row's id, event time in ms). Everything JISC does — keeping the
-    states the old plan shares with the new one, marking the others
-    incomplete with their pending flag, completing them for the key when a
-    fresh tuple probes them, passing expiry through incomplete states — is
-    the inherited code; this class only replaces the global event log with
-    per-key bookkeeping and event-time expiry.
-    """
-
-    def __init__(self, streams: Sequence[str], window_ms: int, order: Order, epoch: int = 0) -> None:
-        super().__init__(EventLog.from_events(streams, ()), window_ms, order)
-        self.epoch = epoch
-        self.events: dict[int, tuple[int, int, int]] = {}
-        """Live tuples: sequence number → (stream index, row id, event time ms)."""
-        self.live: deque[int] = deque()
-        """Live sequence numbers, oldest first."""
-        self.seq = 0
-        self.last_ms: int | None = None
-        self.timer: int | None = None
-        """The event-time timer registered for this key (ms), if any."""
-        self.dropped = 0
-        """Rows refused as late (older than the watermark, or than the key's newest processed row)."""
-        self.buffer: list[tuple[int, int, int]] = []
-        """Rows received but not yet processed: (event time ms, row id, stream index)."""
-        self.out: list = []
-        self.emit = self._emit_collect
-        self.arrived = [0] * len(streams)
-        """Tuples processed per stream since ``take_counts`` (not saved: reported once, then reset)."""
-        self.pairs: dict[tuple[int, int], int] = {}
-        """Pairs of tuples (i, j), i < j, with this key and less than the window apart, counted when the later one is processed."""
-
-    # --- persistence ------------------------------------------------------------------------
-
-    def dump(self) -> bytes:
-        nodes = self.plan.leaves + self.plan.joins[:-1]
-        states = {n.streams: n.state[_K] for n in nodes if n.state and _K in n.state}
-        pending = [n.streams for n in self.plan.joins[:-1] if not n.complete]
-        attempted = [i for i, s in enumerate(self.attempted) if _K in s]
-        return pickle.dumps(
-            (1, self.epoch, _to_json(self.plan.order), states, pending, attempted,
-             self.events, self.seq, self.last_ms, self.timer, self.dropped, self.completions, self.buffer),
-            protocol=pickle.HIGHEST_PROTOCOL,
-        )
-
-    @classmethod
-    def load(cls, blob: bytes, streams: Sequence[str], window_ms: int) -> KeyEngine:
-        (version, epoch, order, states, pending, attempted, events, seq, last_ms, timer, dropped,
-         completions, buffer) = pickle.loads(blob)
-        if version != 1:
-            raise ValueError(f"unknown JISC key-state version {version!r}")
-        eng = cls(streams, window_ms, normalise_order(order, streams), epoch)
-        plan = eng.plan
-        pend = set(pending)
-        for node in plan.leaves + plan.joins[:-1]:
-            node.state = {_K: states[node.streams]} if node.streams in states else {}
-            if node.streams in pend:
-                node.complete, node.pending = False, {_K}
-                plan.incomplete += 1
-        eng.watch = watch_paths(plan)
-        eng.attempted = [({_K} if i in attempted else set()) for i in range(len(streams))]
-        eng.events = events
-        eng.live = deque(sorted(events))
-        eng.seq, eng.last_ms, eng.timer, eng.dropped, eng.completions = seq, last_ms, timer, dropped, completions
-        eng.buffer = buffer
-        eng.cursor = Cursor(eng.live[0] if eng.live else seq)
-        return eng
-
-    # --- processing -------------------------------------------------------------------------
-
-    def switch(self, epoch: int, order: Order) -> None:
-        """Move the key to a newer plan (JISC's transition: keep shared states, others incomplete)."""
-        if epoch <= self.epoch:
-            return
-        self.epoch = epoch
-        self.transition(order)
-
-    def expire(self, now_ms: int) -> None:
-        """Expire every live tuple with τ ≤ now − W, oldest first, walking up through every state."""
-        limit = now_ms - self.window
-        live, events = self.live, self.events
-        while live and events[live[0]][2] <= limit:
-            seq = live.popleft()
-            stream = events.pop(seq)[0]
-            expire_event(self.plan, seq, stream, _K)
-        self.cursor.lo = live[0] if live else self.seq
-
-    def offer(self, stream: int, row_id: int, ms: int, watermark: int) -> None:
-        """Buffer an arriving row; a row older than the watermark is late and refused (``dropped``)."""
-        if ms < watermark:
-            self.dropped += 1
-        else:
-            self.buffer.append((ms, row_id, stream))
-
-    def release(self, watermark: int) -> list[list[tuple[int, int, int]]]:
-        """Process, in event-time order, every buffered row older than the watermark; then expire.
-
-        No row older than the watermark can arrive any more (it would be
-        late), so these rows are processed in the order the pure pipeline
-        processes the whole log, whatever micro-batches brought them.
-        Expiring at the watermark afterwards is safe for the same reason.
-        Returns the results, each as (stream index, row id, event time ms)
-        per tuple.
-        """
-        results: list[list[tuple[int, int, int]]] = []
-        if self.buffer:
-            self.buffer.sort()
-            cut = 0
-            while cut < len(self.buffer) and self.buffer[cut][0] < watermark:
-                cut += 1
-            ready, self.buffer = self.buffer[:cut], self.buffer[cut:]
-            for ms, row_id, stream in ready:
-                results.extend(self.describe(r) for r in self.add(stream, row_id, ms))
-        self.expire(watermark)
-        return results
-
-    def wake_at(self) -> int | None:
-        """When the watermark must pass for this key to have work: buffered rows or an expiry (ms)."""
-        times = []
-        if self.buffer:
-            times.append(min(ms for ms, _, _ in self.buffer) + 1)
-        if self.live:
-            times.append(self.events[self.live[0]][2] + self.window)
-        return min(times) if times else None
-
-    def add(self, stream: int, row_id: int, ms: int) -> list[tuple[int, ...]]:
-        """Process one tuple; returns the results it completes, each as a tuple of sequence numbers.
-
-        A tuple older than the key's newest one is refused (counted in
-        ``dropped``): expiry has already moved past what it could join.
-        """
-        if self.last_ms is not None and ms < self.last_ms:
-            self.dropped += 1
-            return []
-        self.last_ms = ms
-        self.expire(ms)
-        self._count_pairs(stream)
-        seq = self.seq
-        self.seq += 1
-        self.events[seq] = (stream, row_id, ms)
-        self.live.append(seq)
-        plan = self.plan
-        leaf, entry = insert(plan, seq, stream, _K)
-        if plan.incomplete and self.watch[stream]:
-            seen = self.attempted[stream]
-            if _K not in seen:  # fresh (Definition 2): complete every state on the path for this key
-                seen.add(_K)
-                self.complete_path(leaf, _K)
-        self.out = []
-        walk_up(leaf, _K, entry, self.emit)
-        self.next_id = self.seq
-        return [flatten(p) for _, p in self.out]
-
-    def _count_pairs(self, stream: int) -> None:
-        self.arrived[stream] += 1
-        count_pairs(self.plan, stream, _K, self.pairs)
-
-    def take_counts(self) -> tuple[list[int], dict[tuple[int, int], int]]:
-        """The arrivals and pair counts since the last call, which starts them afresh."""
-        out = self.arrived, self.pairs
-        self.arrived, self.pairs = [0] * len(self.arrived), {}
-        return out
-
-    def describe(self, result: tuple[int, ...]) -> list[tuple[int, int, int]]:
-        """(stream index, row id, event time ms) of each tuple of a result."""
-        return [self.events[s] for s in result]
-
-    def oldest_ms(self) -> int | None:
-        return self.events[self.live[0]][2] if self.live else None
-
-    def incomplete(self) -> list[frozenset[int]]:
-        return [n.streams for n in self.plan.joins if not n.complete]
-
-
-
-
 # --- Spark ----------------------------------------------------------------------------------
 
 
@@ -405,7 +222,7 @@ def count_columns(streams: int) -> list[str]:
 
 
 class JiscProcessor(StatefulProcessor):
-    """The ``StatefulProcessor``: one ``KeyEngine`` per key, pickled in a ValueState.
+    """The ``StatefulProcessor``: one ``KeyEngine`` per key, its ``KeyState`` bytes in a ValueState.
 
     Input rows: ``stream`` (index into ``streams``), ``id`` (long), ``ms``
     (event time, epoch milliseconds). Output rows: ``key``, ``epoch``, per

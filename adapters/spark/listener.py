@@ -11,31 +11,35 @@ its listener bus, so a record may arrive shortly after a batch finished;
 ``wait_for`` lets tests wait for it instead of sleeping.
 
 ``SparkStats`` implements the daemon's ``StatsSource`` port from those
-records. Per observation interval (the records since the previous call):
+records. It only translates Spark's progress into counts; the estimators
+that turn counts into the model's inputs are pure and live with the cost
+model (``armd.costmodel.measured``, where the formulas are). Per observation
+interval (the records since the previous call):
 
-* d per source stream: every batch contributes (rows_i, T_i) per source,
-  rows_i its input rows and T_i the event time it covered: end − start
-  offset for ``armd-synthetic`` (offsets are event time), otherwise (one
-  source per query) the advance of the batch's max event time over the
-  previous batch's. Pooled over batches and queries reading the stream:
-  ``d = ΣT / Σrows`` (in model time units, ÷ ``time_unit_seconds``);
-  ``inf`` when T > 0 but no row arrived. A stream without any batch in the
-  interval is left out (nothing was learnt about it).
+* d per source stream (``ArrivalPool``): every batch contributes
+  (rows_i, T_i) per source, rows_i its input rows and T_i the event time it
+  covered: end − start offset for ``armd-synthetic`` (offsets are event
+  time), otherwise (one source per query) the advance of the batch's max
+  event time over the previous batch's. Pooled over batches and queries
+  reading the stream: ``d = ΣT / Σrows`` (in model time units, ÷
+  ``time_unit_seconds``); ``inf`` when T > 0 but no row arrived. A stream
+  without any batch in the interval is left out (nothing was learnt about it).
 * state of a query: Σ numRowsTotal and Σ memoryUsedBytes over the state
   operators of the latest progress of each of its running runs (state
   persists between batches; while a query migrates by GenMig, both plans
   hold state).
-* selectivities (``observed.py``): filter out/in; join
-  out·T / ((l1 + l2)·left·right) when the validity sum was given; summed
-  over the interval's batches, leaving out a join's batches from the first
-  l1 + l2 seconds of event time of each run (its state is still filling,
-  so fewer results than in steady state). Group counts (max per batch of the
-  approximate distinct keys) are in ``SparkStats.groups``.
+* selectivities (``observed.py`` counts them, ``SelectivityCounts``
+  estimates): filter out/in; join out·T / ((l1 + l2)·left·right) when the
+  validity sum was given; summed over the interval's batches, leaving out a
+  join's batches from the first l1 + l2 seconds of event time of each run
+  (``WarmUp``: its state is still filling, so fewer results than in steady
+  state). Group counts (max per batch of the approximate distinct keys) are
+  in ``SparkStats.groups``.
 * pairwise key-match selectivities of a JISC join (``jisc_join`` with
   ``observe_as``): per pair of its streams a and b, pairs·T /
   ((l_a + l_b)·n_a·n_b) over the interval, n the tuples it processed per
   stream and pairs those of an a and a b tuple with equal keys less than
-  the window apart; warm-up as for joins.
+  the window apart (``pair_selectivity``); warm-up as for joins.
 
 A query that terminates with an exception calls the termination hooks
 (``add_termination_hook``); the daemon connects its ``query_terminated``
@@ -45,7 +49,6 @@ event there.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -55,7 +58,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from pyspark.sql.streaming import StreamingQueryListener
 
 from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamStats
-from armd.policies.join_order import pair_selectivity
+from armd.costmodel.measured import ArrivalPool, SelectivityCounts, WarmUp
 
 from .managed import NAME_SEPARATOR, armd_query_name
 from .observed import parse_observation_name
@@ -348,7 +351,7 @@ class SparkStats:
         """armd queries to report (None: every managed query that reported progress)."""
         self._seq = listener.last_seq
         self._last_max: dict[str, datetime] = {}
-        self._run_start: dict[str, datetime] = {}
+        self._warm_up = WarmUp()
         self.groups: dict[str, dict[str, int]] = {}
         """armd query → plan node → max distinct keys per batch in the last interval."""
 
@@ -356,12 +359,8 @@ class SparkStats:
         records = self.listener.since(self._seq)
         if records:
             self._seq = records[-1].seq
-        pooled: dict[str, list[float]] = {}  # stream → [rows, seconds]
-        counts: dict[str, dict[tuple[str, str, str], float]] = {}
-        tuples: dict[str, dict[str, float]] = {}  # JISC joins (kind ``pairs``): query → stream or "a,b" → count
-        pair_validity: dict[str, float] = {}  # query → l_a + l_b of its JISC join
-        validity: dict[tuple[str, str], float] = {}
-        spans: dict[str, float] = {}
+        arrivals = ArrivalPool()
+        counts: dict[str, SelectivityCounts] = {}
         self.groups = {}
         batches = []
         for r in records:
@@ -373,64 +372,49 @@ class SparkStats:
                 stream, seconds = self._source(r, i, source)
                 if stream is None or seconds is None:
                     continue
-                totals = pooled.setdefault(stream, [0.0, 0.0])
-                totals[0] += source.rows
-                totals[1] += seconds
+                arrivals.add(stream, source.rows, seconds)
                 span = max(span, seconds)
             if r.event_max is not None:
                 self._last_max[r.run_id] = max(r.event_max, self._last_max.get(r.run_id, r.event_max))
             observed = [(parsed, metrics) for parsed, metrics in
                         ((parse_observation_name(name), metrics) for name, metrics in r.observed.items()) if parsed is not None]
-            # A join's output rate reaches its steady state only once both sides hold a full validity of
-            # elements: a run's first (l1 + l2) seconds of event time would understate its selectivity.
-            first = self._run_start.setdefault(r.run_id, r.event_min) if r.event_min is not None else None
             filling = max((p.param for p, _ in observed if p.kind in ("join", "pairs") and p.param is not None), default=0.0)
-            warm = first is None or r.event_min is None or (r.event_min - first).total_seconds() >= filling
+            warm = self._warm_up.is_warm(r.run_id, r.event_min, filling)
+            query_counts = counts.setdefault(r.query, SelectivityCounts())
             if warm:
-                spans[r.query] = spans.get(r.query, 0.0) + span
+                query_counts.add_warm_batch(span)
             for parsed, metrics in observed:
                 if parsed.kind in ("join", "pairs") and not warm:
                     continue
                 if parsed.kind == "pairs":
-                    per_query_tuples = tuples.setdefault(r.query, {})
-                    for name, value in metrics.items():
-                        per_query_tuples[name] = per_query_tuples.get(name, 0.0) + float(value or 0)
-                    if parsed.param is not None:
-                        pair_validity[r.query] = parsed.param
-                    continue
-                key = (parsed.kind, parsed.node, parsed.role)
-                per_query = counts.setdefault(r.query, {})
-                per_query[key] = per_query.get(key, 0.0) + float(metrics.get("rows") or 0)
-                if parsed.param is not None:
-                    validity[(r.query, parsed.node)] = parsed.param
-                if parsed.kind == "groups" and metrics.get("groups") is not None:
+                    query_counts.add_pairs({name: float(value or 0) for name, value in metrics.items()}, parsed.param)
+                elif parsed.kind == "filter":
+                    query_counts.add_filter(parsed.node, parsed.role, float(metrics.get("rows") or 0))
+                elif parsed.kind == "join":
+                    query_counts.add_join(parsed.node, parsed.role, float(metrics.get("rows") or 0), parsed.param)
+                elif parsed.kind == "groups" and metrics.get("groups") is not None:
                     node_groups = self.groups.setdefault(r.query, {})
                     node_groups[parsed.node] = max(node_groups.get(parsed.node, 0), int(metrics["groups"]))
-        stream_stats = []
-        for stream in sorted(pooled):
-            rows, seconds = pooled[stream]
-            if seconds <= 0:
-                continue
-            d = seconds / rows / self.time_unit_seconds if rows > 0 else math.inf
-            stream_stats.append(StreamStats(stream, int(rows), seconds, rows / seconds, d))
+        stream_stats = tuple(StreamStats(a.stream, a.rows, a.seconds, a.rate_per_second, a.d)
+                             for a in arrivals.estimates(self.time_unit_seconds))
         names = sorted(self.queries) if self.queries is not None else sorted(
             {r.query for r in self.listener.records() if r.query is not None}
         )
         metrics = []
-        for query in names:
-            held = self.listener.held(query)
-            sel = _selectivities(counts.get(query, {}), validity, query, spans.get(query, 0.0))
-            pairs = _pair_selectivities(tuples.get(query, {}), pair_validity.get(query), spans.get(query, 0.0))
-            if held is None and not sel and not pairs and query not in spans:
+        for name in names:
+            held = self.listener.held(name)
+            query_counts = counts.get(name, SelectivityCounts())
+            sel, pairs = query_counts.selectivities(), query_counts.pair_selectivities()
+            if held is None and not sel and not pairs and not query_counts.warm_batches:
                 continue
             metrics.append(QueryMetrics(
-                query,
+                name,
                 state_rows=held[0] if held else None,
                 state_bytes=held[1] if held else None,
                 selectivities=sel,
                 pair_selectivities=pairs,
             ))
-        return Observation(at, tuple(stream_stats), tuple(metrics), tuple(batches))
+        return Observation(at, stream_stats, tuple(metrics), tuple(batches))
 
     def _source(self, r: ProgressRecord, i: int, source: SourceProgress) -> tuple[str | None, float | None]:
         stream = source.stream
@@ -445,34 +429,3 @@ class SparkStats:
 
     def close(self) -> None:
         pass
-
-
-def _selectivities(
-    counts: Mapping[tuple[str, str, str], float], validity: Mapping[tuple[str, str], float], query: str, span: float
-) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for (kind, node, role), value in counts.items():
-        if kind == "filter" and role == "out":
-            seen = counts.get(("filter", node, "in"), 0.0)
-            if seen > 0:
-                out[node] = value / seen
-        elif kind == "join" and role == "out" and (query, node) in validity and span > 0:
-            left, right = counts.get(("join", node, "left"), 0.0), counts.get(("join", node, "right"), 0.0)
-            if left > 0 and right > 0:
-                out[node] = min(1.0, value * span / (validity[(query, node)] * left * right))
-    return out
-
-
-def _pair_selectivities(tuples: Mapping[str, float], validity: float | None, span: float) -> dict[str, float]:
-    """"a,b" → the key-match selectivity of a JISC join's streams a and b (``pair_selectivity``)."""
-    out: dict[str, float] = {}
-    if not validity or span <= 0:
-        return out
-    for name, pairs in tuples.items():
-        a, comma, b = name.partition(",")
-        if not comma:
-            continue
-        n_a, n_b = tuples.get(a, 0.0), tuples.get(b, 0.0)
-        if n_a > 0 and n_b > 0:
-            out[",".join(sorted((a, b)))] = pair_selectivity(pairs, n_a, n_b, span, validity)
-    return out

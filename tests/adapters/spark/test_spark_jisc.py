@@ -2,57 +2,28 @@
 
 One end-to-end run on local Spark (``transformWithStateInPandas`` on RocksDB,
 file sources, the join order changed through the control file between
-micro-batches), plus fast checks of the per-key engine the processor runs
-(the same micro-batch / timer discipline, many random logs and plans) and of
-the control file's validation.
+micro-batches), plus fast checks of the control file's validation. The
+per-key engine the processor runs is checked without Spark, over many random
+logs and plans, in ``tests/migrations/test_per_key.py``.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
+from support.jisc_logs import pair_counts, random_log
 from support.spark import spark  # noqa: F401
 
-from armd.adapters.spark.jisc import KeyEngine, jisc_join, read_control, write_control
+from armd.adapters.spark.jisc import jisc_join, read_control, write_control
 from armd.adapters.spark.session import build_session
-from armd.migrations.join import EventLog, left_deep, oracle_results
+from armd.migrations.join import EventLog, KeyEngine, left_deep, oracle_results
 
 W_MS = 10_000
 """Window: 10 s (timestamps are whole seconds, so the oracle works in seconds with W = 10)."""
-
-
-def random_log(seed: int, names: list[str], keys: int, n: int, span: int) -> EventLog:
-    rng = random.Random(seed)
-    events = [(rng.choice(names), rng.randrange(keys), rng.randrange(span)) for _ in range(n)]
-    return EventLog.from_events(names, events)
-
-
-def random_order(rng: random.Random, names: list[str]):
-    names = list(names)
-    rng.shuffle(names)
-    if rng.random() < 0.5:
-        return left_deep(names)
-
-    def bushy(ns):
-        if len(ns) == 1:
-            return ns[0]
-        cut = rng.randrange(1, len(ns))
-        return (bushy(ns[:cut]), bushy(ns[cut:]))
-
-    return bushy(names)
-
-
-def next_order(rng: random.Random, order, names: list[str]):
-    """Half the time the top two inputs swapped (the states below stay, one new state: JISC's best case)."""
-    if rng.random() < 0.5 and not isinstance(order[0], str):
-        (low, high), top = order
-        return ((low, top), high)
-    return random_order(rng, names)
 
 
 def batches(log: EventLog, count: int) -> list[range]:
@@ -61,121 +32,6 @@ def batches(log: EventLog, count: int) -> list[range]:
     step = max(1, len(cuts) // count)
     bounds = [0] + cuts[step - 1 :: step][: count - 1] + [len(log)]
     return [range(a, b) for a, b in zip(bounds, bounds[1:])]
-
-
-# --- the per-key engine, with the processor's batch and timer discipline, without Spark ---------------
-
-
-def deliveries(log: EventLog, parts: int, rng: random.Random) -> list[list[int]]:
-    """Micro-batches of event ids: each stream in its own time order, but streams lag each other at random."""
-    out: list[list[int]] = [[] for _ in range(parts + 3)]
-    for s in range(len(log.streams)):
-        evs = [e for e in range(len(log)) if log.stream[e] == s]
-        lag = rng.randrange(3)
-        cuts = sorted(rng.randrange(len(evs) + 1) for _ in range(parts - 1)) if evs else []
-        for b, (lo, hi) in enumerate(zip([0] + cuts, cuts + [len(evs)])):
-            out[b + lag].extend(evs[lo:hi])
-    for batch in out:
-        rng.shuffle(batch)  # the order inside a micro-batch means nothing
-    return out
-
-
-def simulate(log: EventLog, window_ms: int, plans: list, parts: list[list[int]]) -> tuple[Counter, int, Counter]:
-    """What the processor does, without Spark: key state through bytes, timers at the watermark.
-
-    The watermark is Spark's with delay 0 and the ``min`` policy over the
-    inputs: the smallest of the streams' newest event times (-1 until every
-    stream has been seen). Returns the results, the rows dropped as late and
-    the counts the processor reports (``pair_counts``).
-    """
-    names = list(log.streams)
-    store: dict = {}
-    timers: dict = {}
-    out: Counter = Counter()
-    counts: Counter = Counter()
-    newest: dict[int, int] = {}
-    watermark = -1
-
-    def run(key, eng, epoch, order):
-        eng.switch(epoch, order)
-        for res in eng.release(watermark):
-            out[tuple(sorted(r for _, r, _ in res))] += 1
-        arrived, pairs = eng.take_counts()
-        counts.update({names[i]: n for i, n in enumerate(arrived)})
-        counts.update({f"{names[i]},{names[j]}": n for (i, j), n in pairs.items()})
-        store[key] = eng.dump()
-        timers[key] = eng.wake_at()
-
-    for b, part in enumerate(parts):
-        epoch, order = plans[min(b, len(plans) - 1)]
-        by_key = defaultdict(list)
-        for e in part:
-            by_key[log.key[e]].append(e)
-        for key, evs in by_key.items():
-            eng = KeyEngine.load(store[key], names, window_ms) if key in store else KeyEngine(names, window_ms, order, epoch)
-            for e in evs:
-                eng.offer(log.stream[e], e, int(log.ts[e] * 1000), watermark)
-            run(key, eng, epoch, order)
-        for key, at in list(timers.items()):  # timers fire after the batch's input, at this batch's watermark
-            if at is not None and at <= watermark:
-                run(key, KeyEngine.load(store[key], names, window_ms), epoch, order)
-        for e in part:
-            newest[log.stream[e]] = max(newest.get(log.stream[e], -1), int(log.ts[e] * 1000))
-        if len(newest) == len(names):
-            watermark = max(watermark, min(newest.values()))
-    # end of input: a watermark past everything releases and expires what is left
-    watermark = 10**12
-    for key in list(store):
-        run(key, KeyEngine.load(store[key], names, window_ms), *plans[-1])
-    dropped = sum(KeyEngine.load(blob, names, window_ms).dropped for blob in store.values())
-    return out, dropped, +counts
-
-
-def pair_counts(log: EventLog, window: float) -> Counter:
-    """Brute force: tuples per stream, and per two streams "a,b" the pairs with equal keys less than ``window`` apart."""
-    out: Counter = Counter(log.streams[s] for s in log.stream)
-    for i in range(len(log)):
-        for j in range(i + 1, len(log)):
-            a, b = sorted((log.stream[i], log.stream[j]))
-            if a != b and log.key[i] == log.key[j] and abs(log.ts[i] - log.ts[j]) < window:
-                out[f"{log.streams[a]},{log.streams[b]}"] += 1
-    return out
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_key_engine_with_batches_timers_and_switches_equals_the_oracle(seed: int) -> None:
-    rng = random.Random(seed)
-    names = ["A", "B", "C", "D", "E"][: rng.randint(2, 5)]
-    log = random_log(seed, names, keys=rng.randint(1, 4), n=rng.randint(10, 90), span=rng.randint(5, 60))
-    window = rng.randint(1, 15)
-    parts = deliveries(log, rng.randint(1, 6), rng)
-    plans, epoch, order = [], 0, random_order(rng, names)
-    for _ in parts:
-        if rng.random() < 0.6:
-            epoch, order = epoch + rng.randint(1, 2), next_order(rng, order, names)
-        plans.append((epoch, order))
-    got, dropped, counts = simulate(log, window * 1000, plans, parts)
-    expected = oracle_results(log, window)
-    assert dropped == 0
-    assert got == expected, (expected - got, got - expected)
-    assert counts == pair_counts(log, window)
-
-
-def test_a_fresh_tuple_completes_the_missing_state_and_old_states_are_kept() -> None:
-    names = ["A", "B", "C", "D"]
-    eng = KeyEngine(names, 100, left_deep(names), epoch=0)
-    for stream, t in ((0, 0), (1, 1), (2, 2)):  # A, B, C: AB and ABC hold one entry each
-        eng.add(stream, stream, t)
-    eng = KeyEngine.load(eng.dump(), names, 100)
-    eng.switch(1, ((("A", "C"), "B"), "D"))
-    assert eng.incomplete() == [frozenset({0, 2})] and eng.completions == 0  # AC is new; ABC = ACB kept
-    eng.switch(1, left_deep(names))  # the same epoch again: no switch
-    assert eng.epoch == 1 and eng.incomplete() == [frozenset({0, 2})]
-    assert eng.add(3, 9, 3) == [(0, 1, 2, 3)]  # D probes ABC (kept, complete): no completion needed
-    eng = KeyEngine.load(eng.dump(), names, 100)
-    assert eng.completions == 0
-    assert len(eng.add(1, 10, 4)) == 1  # B probes AC: fresh, completes it first
-    assert eng.completions == 1 and eng.incomplete() == []
 
 
 # --- the control file ------------------------------------------------------------------------------
