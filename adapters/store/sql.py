@@ -35,6 +35,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
+from armd.adapters.store import lease as leases
 from armd.adapters.store import models as m
 from armd.adapters.store.classify import UPGRADE_HINT, classify, one_line
 from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreUnavailable
@@ -424,6 +425,20 @@ class SqlStore:
             return removed + session.execute(delete(m.BatchRow).where(m.BatchRow.at < cutoff)).rowcount
 
         return self._call(run)
+
+    # ----------------------------------------------------------------- lease
+
+    def acquire_lease(self, holder: str, at: datetime, seconds: float, name: str = leases.CONTROL_LOOP) -> leases.Holding:
+        """Take lease ``name`` when it is free, expired or already ours (see ``lease.py``); the holding says who has it."""
+        return self._call(lambda session: leases.acquire(session, name, holder, _utc(at), seconds))
+
+    def renew_lease(self, holder: str, at: datetime, seconds: float, name: str = leases.CONTROL_LOOP) -> leases.Holding:
+        """Extend our lease to ``at + seconds``; ``ours`` is False when another daemon holds it now (or nobody does)."""
+        return self._call(lambda session: leases.acquire(session, name, holder, _utc(at), seconds, take_expired=False))
+
+    def release_lease(self, holder: str, name: str = leases.CONTROL_LOOP) -> bool:
+        """Give our lease up (a clean stop); False when it was not ours any more."""
+        return self._call(lambda session: leases.release(session, name, holder))
 
     # ------------------------------------------------------------ migrations
 
