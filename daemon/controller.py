@@ -40,6 +40,7 @@ import numpy as np
 
 from armd.adapters.store import StoreUnavailable
 from armd.control.outbox import Outbox
+from armd.control.statistics import screen
 from armd.migrations.genmig import Migration
 from armd.migrations.join import order_text
 from armd.policies.admission import admit
@@ -221,6 +222,12 @@ class Controller:
         except Exception as exc:  # noqa: BLE001 - the source is outside armd; the loop must go on
             self._fail("statistics_failed", f"reading statistics failed: {exc}", None, exc)
             return
+        observation, rejected = screen(observation)  # values outside their domain never reach the model or the store
+        if rejected:
+            self.counters["statistics_rejected"] += 1
+            self._event("statistics_rejected", "warning", f"{len(rejected)} statistics outside their domain were dropped: " + "; ".join(
+                f"{r.subject} {r.name} {r.field} = {r.as_json()['value']} (must be {r.reason})" for r in rejected[:5]), None,
+                {"rejected": [r.as_json() for r in rejected]})
         measured = {s.stream: s.d for s in observation.streams if s.rows > 0 and s.stream in self.stream_names}
         self.tracker = self.tracker.observe(measured)
         plan = self.config.plan
