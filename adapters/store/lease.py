@@ -77,10 +77,11 @@ def acquire(session: Session, name: str, holder: str, at: datetime, seconds: flo
     if updated == 0 and take_expired:
         dialect = session.get_bind().dialect.name
         insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        updated = session.execute(
+        inserted = session.execute(  # RETURNING, not rowcount: psycopg reports -1 for an INSERT … ON CONFLICT
             insert(lease).values(name=name, holder=holder, acquired_at=at, renewed_at=at, expires_at=expires)
-            .on_conflict_do_nothing(index_elements=["name"])
-        ).rowcount
+            .on_conflict_do_nothing(index_elements=["name"]).returning(lease.c.name)
+        ).first()
+        updated = 1 if inserted is not None else 0
     row = session.execute(select(m.Lease).where(m.Lease.name == name)).scalar_one_or_none()
     if row is None:  # a renewal of a lease someone released or deleted
         return Holding("", at, at, False)
