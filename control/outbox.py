@@ -77,6 +77,7 @@ class Outbox:
         self.down = False
         self.tried = clock()
         self._down_since = self.tried
+        self._last_error = ""
         self.errors = 0
         """Store errors seen (each failed drain counts once)."""
         self.dropped = 0
@@ -123,6 +124,7 @@ class Outbox:
 
     def _drain(self, force: bool) -> bool:
         if self.down and not force and (self.clock() - self.tried).total_seconds() < self.retry_seconds:
+            self._outage_check(self._last_error)
             return False
         while self.backlog:
             kind, write, queued_at = self.backlog[0]
@@ -154,10 +156,15 @@ class Outbox:
     def _failed(self, kind: str, error: str, queued_at: datetime) -> None:
         self.errors += 1
         self.tried = self.clock()  # the next try is ``retry_seconds`` after this one ended, however long it blocked
+        self._last_error = error
         if not self.down:
             self.down, self._down_since, self._outage_alerted = True, queued_at, False
             self.log.error("store_unavailable", step=kind, error=error, backlog=len(self.backlog))
-        waited = (self.tried - self._down_since).total_seconds()
+        self._outage_check(error)
+
+    def _outage_check(self, error: str) -> None:
+        """Tell ``on_outage`` once per outage, when the oldest waiting record has waited ``outage_alert_seconds``."""
+        waited = (self.clock() - self._down_since).total_seconds()
         if not self._outage_alerted and waited >= self.outage_alert_seconds:
             self._outage_alerted = True
             if self.on_outage is not None:
