@@ -318,7 +318,7 @@ class Service:
                    "records_rejected": rejected}
         records: list[EventRecord] = []
         if unwritten:
-            waiting = dict(Counter(kind for kind, _write, _at in outbox.backlog))
+            waiting = dict(Counter(kind for kind, _write, _at in list(outbox.backlog)))  # a copy: an abandoned flush may still run
             lost = EventRecord(at, "records_unwritten", "error",
                                f"armd stopped with {unwritten} records it could not write to the metadata store "
                                f"({', '.join(f'{k} {v}' for k, v in sorted(waiting.items()))}); they are lost", None,

@@ -30,7 +30,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from support import REPO
-from support.daemon import env, log_events, write_config
+from support.daemon import env, write_config
 
 from armd.adapters.store import SqlStore
 
@@ -96,6 +96,19 @@ class Daemon:
     def stopped(self) -> dict[str, Any]:
         [line] = [e for e in self.events() if e["event"] == "daemon_stopped"]
         return line
+
+
+def log_events(stderr: str) -> list[dict[str, Any]]:
+    """The JSON log lines; a line that another thread's plain log message (APScheduler's) ran into keeps its JSON part."""
+    decoder, events = json.JSONDecoder(), []
+    for line in stderr.splitlines():
+        start = line.find('{"')
+        if start >= 0:
+            try:
+                events.append(decoder.raw_decode(line, start)[0])
+            except json.JSONDecodeError:
+                pass
+    return events
 
 
 def sql(url: str, statement: str) -> list[tuple]:
