@@ -37,7 +37,7 @@ from armd.control.ports import (
 )
 
 T0 = datetime(2025, 11, 22, 12, 0, tzinfo=timezone.utc)
-TABLES = {"streams", "queries", "plan_nodes", "observations", "batches", "estimates", "decisions", "migrations", "events"}
+TABLES = {"streams", "queries", "plan_nodes", "observations", "batches", "estimates", "decisions", "migrations", "events", "leases"}
 VIEWS = {"query_overview", "recent_decisions", "open_migrations", "recent_alerts"}
 
 
