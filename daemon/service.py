@@ -56,8 +56,10 @@ from armd.control.ports import Applier, EventRecord, QuerySettings, StatsSource
 
 ALERTS_CLOSE_SECONDS = 2.0
 """At the stop, queued alerts get this long to be delivered; hooks still hanging then are abandoned."""
-STOP_SECONDS = 8.0
-"""From SIGTERM to the end of ``Service.run``: within systemd's 30 s and the 10 s armd promises, with room to exit."""
+STOP_SECONDS = 7.0
+"""From SIGTERM to the end of ``Service.run``: within the 10 s armd promises (systemd allows 30 s), with room for the
+interpreter to exit. A step blocked in a store call is waited for up to the call timeout; with a timeout over 5 s the
+stop can take that much longer."""
 FINAL_WRITE_SECONDS = 1.5
 """Of the stop's time, what the last writes (the stop event, releasing the lease) and the alerts keep for themselves."""
 OUTAGE_ALERT_CALLS = 6
