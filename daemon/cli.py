@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     _config_option(run)
     run.add_argument("--live", action="store_true", help="show a live status on the terminal (logs go to --log-file)")
     run.add_argument("--log-file", type=Path, default=Path("armd.log"), help="log file with --live (default: armd.log)")
+    run.add_argument("--standby", action="store_true",
+                     help="when another daemon holds the store, wait and take over once its lease lapses (default: exit)")
     run.set_defaults(handler=_run)
 
     check = commands.add_parser("check-config", help="validate a configuration file without starting")
@@ -196,7 +198,7 @@ def _run(args: argparse.Namespace) -> int:
     logs.configure(config.redact, stream=log_stream)
     # `kill -USR1 PID` prints every thread's stack to stderr: what a stuck daemon is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    service = Service(config, logs.logger())
+    service = Service(config, logs.logger(), standby=args.standby)
     show = None
     if args.live:
         def show() -> None:

@@ -37,6 +37,7 @@ from armd.control.errors import TemporaryError
 from armd.control.model import build_model, fractions_of
 from armd.control.outbox import Outbox
 from armd.control.records import json_safe
+from armd.control.statistics import screen
 from armd.migrations.genmig import Migration
 from armd.policies.problem import Problem
 from armd.policies.staging import Staging, stage
@@ -171,6 +172,12 @@ class Controller:
         except Exception as exc:  # noqa: BLE001 - the source is outside armd; the loop must go on
             self._fail("statistics_failed", f"reading statistics failed: {exc}", None, exc)
             return
+        observation, rejected = screen(observation)  # values outside their domain never reach the model or the store
+        if rejected:
+            self.counters["statistics_rejected"] += 1
+            self._event("statistics_rejected", "warning", f"{len(rejected)} statistics outside their domain were dropped: " + "; ".join(
+                f"{r.subject} {r.name} {r.field} = {r.as_json()['value']} (must be {r.reason})" for r in rejected[:5]), None,
+                {"rejected": [r.as_json() for r in rejected]})
         observed = observe(self.setup, self.model, self.state, observation, at=at, now=self._units(at), running=self.running,
                            changed_at=self.changed_at, migrating=frozenset(self._open_migrations))
         self.state = observed.state

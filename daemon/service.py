@@ -10,9 +10,21 @@ them. It speaks systemd's notify protocol (``READY=1`` once the jobs run,
 does nothing outside systemd. APScheduler runs the controller's
 steps as interval jobs on a single worker thread, so steps never overlap
 and a slow step makes the next run of its job be skipped and logged instead
-of stacking up. SIGTERM and SIGINT let the step in progress finish, then the
-daemon stops; SIGHUP reloads the configuration, keeping the old one (and
+of stacking up. SIGHUP reloads the configuration, keeping the old one (and
 alerting) when the new one is invalid.
+
+One store, one active daemon: before anything else the daemon takes the
+store's lease (``adapters/store/lease.py``) and renews it on a worker of its
+own, so a long step cannot let it lapse. A second daemon exits with status 2
+naming the holder, or with ``--standby`` waits and takes over when the lease
+lapses; a daemon that finds its lease taken stops and exits with status 2.
+
+SIGTERM and SIGINT stop the daemon within ``STOP_SECONDS`` whatever the
+store does: the outbox stops starting store calls, the step in progress
+(whose store calls are bounded by ``store.call_timeout_seconds``) gets the
+time left, the backlog gets a bounded last try in a thread of its own, and
+the stop line says how many records could not be written
+(``records_unwritten``) — recorded too when the store answers.
 """
 
 from __future__ import annotations
@@ -22,7 +34,8 @@ import math
 import signal
 import threading
 import time
-from datetime import datetime
+from collections import Counter
+from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
@@ -31,16 +44,26 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from armd.adapters.alerts import AlertDispatcher, build_hooks
 from armd.adapters.store import SqlStore, StoreError
+from armd.adapters.store.lease import Holding
 from armd.adapters.synthetic import Schedule, SyntheticSource, WindowTap
 
 from .config import Config, ConfigError, load_config
 from .controller import Controller, utcnow
+from .lease import Lease, LeaseHeld
 from .metrics import Metrics, NoMetrics
 from .notify import Notifier
 from armd.control.ports import Applier, EventRecord, QuerySettings, StatsSource
 
 ALERTS_CLOSE_SECONDS = 2.0
 """At the stop, queued alerts get this long to be delivered; hooks still hanging then are abandoned."""
+STOP_SECONDS = 7.0
+"""From SIGTERM to the end of ``Service.run``: within the 10 s armd promises (systemd allows 30 s), with room for the
+interpreter to exit. A step blocked in a store call is waited for up to the call timeout; with a timeout over 5 s the
+stop can take that much longer."""
+FINAL_WRITE_SECONDS = 1.5
+"""Of the stop's time, what the last writes (the stop event, releasing the lease) and the alerts keep for themselves."""
+OUTAGE_ALERT_CALLS = 6
+"""An outage is alerted once records have waited this many call timeouts (30 s with the default of 5 s)."""
 
 
 class StartError(Exception):
@@ -158,6 +181,7 @@ def open_store(config: Config, log: Any) -> SqlStore:
         retries=config.store.connect_retries,
         backoff_seconds=config.store.connect_backoff_seconds,
         on_retry=retrying,
+        call_timeout_seconds=config.store.call_timeout_seconds,
     )
     try:
         store.require_current_schema()
@@ -170,8 +194,14 @@ def open_store(config: Config, log: Any) -> SqlStore:
 class Service:
     """One daemon run: ``run()`` blocks until SIGTERM/SIGINT (or ``stop``)."""
 
-    def __init__(self, config: Config, log: Any, environ: Mapping[str, str] | None = None) -> None:
-        self.config, self.log, self.environ = config, log, environ
+    def __init__(self, config: Config, log: Any, environ: Mapping[str, str] | None = None, *, standby: bool = False) -> None:
+        self.config, self.log, self.environ, self.standby = config, log, environ, standby
+        self.lease: Lease | None = None
+        self.lease_lost: Holding | None = None
+        """Set when another daemon took the lease while this one ran: the run ends and raises ``LeaseHeld``."""
+        self._stop_asked: float | None = None
+        self._step = threading.Lock()
+        """Held while a step runs, so the stop knows when the step in progress has finished."""
         self.stop = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
         self.controller: Controller | None = None
@@ -197,6 +227,20 @@ class Service:
         except BaseException:
             self.metrics.close()
             raise
+        try:
+            self.lease = Lease(self.store, config.store.lease_seconds, self.log)
+            leased = self.lease.take(self.standby, self.stop)
+        except BaseException as exc:
+            self.store.close()
+            self.metrics.close()
+            if isinstance(exc, LeaseHeld):
+                raise StartError(str(exc)) from None
+            raise
+        if not leased:  # stopped while waiting in standby
+            self.log.info("daemon_stopped", message="armd stopped in standby, it never held the store's lease")
+            self.store.close()
+            self.metrics.close()
+            return
         start = utcnow()
         self.alerts = AlertDispatcher(build_hooks(config.alerts, self.log), self.log, dedup_seconds=config.alerting.dedup_seconds,
                                       queue_size=config.alerting.queue_size, metrics=self.metrics)
@@ -214,12 +258,13 @@ class Service:
             applier = SimulatedApplier(self.source)
         self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics,
                                      join_orders=join_orders(config))
+        self._watch_outbox(self.controller)
         resumed = self.controller.resume_migrations()  # a migration the last run left open goes on
         for query, settings in self.controller.running.items():  # a restart resumes the stored settings
             if query not in resumed:
                 applier.apply(query, None, settings)
         scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(1)},
+            executors={"default": ThreadPoolExecutor(1), "lease": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone="UTC",
         )
@@ -233,27 +278,109 @@ class Service:
         ]
         for job_id, step, seconds in jobs:
             scheduler.add_job(self._timed(job_id, step, seconds), "interval", seconds=seconds, id=job_id, next_run_time=start)
+        renew_every = self.lease.renew_every
+        scheduler.add_job(self._renew_lease, "interval", seconds=renew_every, id="lease", executor="lease",
+                          next_run_time=start + timedelta(seconds=renew_every))
         self.scheduler = scheduler
         self.controller.note("daemon_started", f"armd started with {config.path}: store {config.redact(config.store.url)}, policy {config.policy.name}, "
-                             f"{len(config.plan.queries)} queries{', dry run' if config.guardrails.dry_run else ''}")
+                             f"{len(config.plan.queries)} queries{', dry run' if config.guardrails.dry_run else ''}; "
+                             f"the store's lease is held as {self.lease.holder}")
         scheduler.start()
         self.notifier.ready(f"running {len(config.plan.queries)} queries, policy {config.policy.name}")
         try:
             self._wait(every_tick, tick_seconds)
         finally:
-            self.log.info("stopping")
-            self.notifier.stopping()
-            scheduler.shutdown(wait=True)
-            counters = dict(self.controller.counters)
-            summary = ", ".join(f"{k} {v}" for k, v in sorted(counters.items())) or "nothing done"
-            self.controller.note("daemon_stopped", f"armd stopped: {summary}", counters)
-            self.controller.flush(force=True)
-            self.alerts.close(ALERTS_CLOSE_SECONDS)
-            self.metrics.close()
-            source.close()
-            if self.spark is not None:
-                self.spark.close(stop_session=True)
-            self.store.close()
+            self._stop(scheduler, source)
+        if self.lease_lost is not None:
+            raise StartError(f"stopped: the store's lease was taken by {self.lease_lost.describe()}; "
+                            "only one daemon runs the loop on a store")
+
+    # --- the stop ---------------------------------------------------------------------------------
+
+    def _stop(self, scheduler: BackgroundScheduler, source: StatsSource) -> None:
+        """Stop within ``STOP_SECONDS`` of the signal in any store state; say (and record) what could not be written."""
+        assert self.controller is not None and self.store is not None
+        controller, store, outbox = self.controller, self.store, self.controller.outbox
+        asked = self._stop_asked if self._stop_asked is not None else time.monotonic()
+        deadline = asked + STOP_SECONDS
+        outbox.hold()  # the step in progress starts no new store call
+        self.log.info("stopping")
+        self.notifier.stopping()
+        scheduler.shutdown(wait=False)
+        if self._step.acquire(timeout=max(0.0, deadline - FINAL_WRITE_SECONDS - time.monotonic())):
+            self._step.release()
+        else:
+            self.log.warning("step_still_running", message="the step in progress did not finish in time; stopping without it")
+        _bounded(lambda: controller.flush(force=True), deadline - FINAL_WRITE_SECONDS)
+        unwritten, rejected = len(outbox), sum(outbox.rejected_count.values())
+        at = utcnow()
+        counters = dict(controller.counters)
+        summary = ", ".join(f"{k} {v}" for k, v in sorted(counters.items())) or "nothing done"
+        details = {**counters, "records_written": sum(outbox.written.values()), "records_unwritten": unwritten,
+                   "records_rejected": rejected}
+        records: list[EventRecord] = []
+        if unwritten:
+            waiting = dict(Counter(kind for kind, _write, _at in list(outbox.backlog)))  # a copy: an abandoned flush may still run
+            lost = EventRecord(at, "records_unwritten", "error",
+                               f"armd stopped with {unwritten} records it could not write to the metadata store "
+                               f"({', '.join(f'{k} {v}' for k, v in sorted(waiting.items()))}); they are lost", None,
+                               {"records_unwritten": unwritten, "kinds": waiting})
+            self.log.error(lost.kind, message=lost.message, records_unwritten=unwritten, kinds=waiting)
+            self.alerts.alert(lost)
+            records.append(lost)
+        stopped = EventRecord(at, "daemon_stopped", "info", self.config.redact(f"armd stopped: {summary}"), None, details)
+        records.append(stopped)
+        self.log.info("daemon_stopped", message=stopped.message, records_unwritten=unwritten, records_rejected=rejected,
+                      records_queued=dict(outbox.queued), records_written=dict(outbox.written))
+
+        def last_writes() -> None:  # directly, not behind the backlog: a table that is gone must not hide the count
+            for record in records:
+                store.record_event(record)
+            if self.lease_lost is None and self.lease is not None:
+                self.lease.release()
+
+        _bounded(last_writes, deadline - ALERTS_CLOSE_SECONDS / 4)
+        self.alerts.close(min(ALERTS_CLOSE_SECONDS, max(0.1, deadline - time.monotonic())))
+        self.metrics.close()
+        source.close()
+        if self.spark is not None:
+            self.spark.close(stop_session=True)
+        store.close()
+
+    # --- the lease --------------------------------------------------------------------------------
+
+    def _renew_lease(self) -> None:
+        """The lease job: a lease someone else holds now stops this daemon (``lease_lost``)."""
+        assert self.lease is not None and self.controller is not None
+        if self.stop.is_set() or (held := self.lease.renew()) is None:
+            return
+        self.lease_lost = held
+        taker = held.describe() if held.holder else "nobody (the lease row is gone)"
+        self.controller.report(EventRecord(utcnow(), "lease_lost", "error", f"the store's lease is held by {taker}: this daemon "
+                                           "stops deciding and exits", None, {"holder": held.holder, "ours": self.lease.holder}))
+        self.controller.outbox.hold()
+        self.stop.set()
+
+    # --- the outbox's reports ---------------------------------------------------------------------
+
+    def _watch_outbox(self, controller: Controller) -> None:
+        """Rejected records and long outages become events (logged, recorded, alerted) through the controller."""
+        outbox = controller.outbox
+        outbox.outage_alert_seconds = OUTAGE_ALERT_CALLS * self.config.store.call_timeout_seconds
+
+        def rejected(record: Any) -> None:
+            controller.report(EventRecord(controller.clock(), "record_rejected", "error",
+                                          f"the metadata store rejected a {record.kind} record, set aside so the others are "
+                                          f"written: {record.error}", None,
+                                          {"kind": record.kind, "error_type": record.error_type,
+                                           "records_rejected": sum(outbox.rejected_count.values())}))
+
+        def outage(waited: float, waiting: int, error: str) -> None:
+            controller.report(EventRecord(controller.clock(), "store_unavailable", "error",
+                                          f"the metadata store has been unavailable for {waited:.0f} s; {waiting} records wait "
+                                          f"in memory: {error}", None, {"waited_seconds": round(waited, 3), "records_waiting": waiting}))
+
+        outbox.on_rejected, outbox.on_outage = rejected, outage
 
     def _wait(self, every_tick: Callable[[], None] | None, tick_seconds: float) -> None:
         """Until the stop: redraw the live status and keep systemd's watchdog fed while the jobs make progress."""
@@ -278,7 +405,8 @@ class Service:
             if self.stop.is_set():
                 return
             started = time.perf_counter()
-            step()
+            with self._step:
+                step()
             took = time.perf_counter() - started
             self._progress = time.monotonic()
             if took > interval:
@@ -295,6 +423,10 @@ class Service:
     def _install_signals(self) -> None:
         def stop(signum: int, _frame: Any) -> None:
             self.log.info("signal_received", signal=signal.Signals(signum).name)
+            if self._stop_asked is None:
+                self._stop_asked = time.monotonic()
+            if self.controller is not None:
+                self.controller.outbox.hold()  # the step in progress starts no new store call
             self.stop.set()
 
         def hangup(_signum: int, _frame: Any) -> None:
@@ -330,3 +462,23 @@ class Service:
         self.config = config
         self.alerts.configure(build_hooks(config.alerts, self.log), config.alerting.dedup_seconds)
         self.controller.reload(config)
+
+
+def _bounded(work: Callable[[], Any], deadline: float) -> bool:
+    """Run ``work`` in a thread of its own until ``deadline`` (``time.monotonic``); False when it had not finished.
+
+    A store call blocked past the stop's deadline is abandoned (the thread is a daemon), so the process can exit.
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            work()
+        except Exception:  # noqa: BLE001 - at the stop, a store that fails is counted by what stays unwritten
+            pass
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="armd-stop", daemon=True).start()
+    return done.wait(max(0.0, deadline - time.monotonic()))
+

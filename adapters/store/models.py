@@ -222,6 +222,19 @@ class Event(Base):
     details: Mapped[dict[str, Any]]
 
 
+class Lease(Base):
+    """Who may run the control loop on this store: one row per lease name, renewed by its holder (revision 0004)."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(300))
+    """``host:pid:uuid`` of the daemon that holds it."""
+    acquired_at: Mapped[datetime]
+    renewed_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+
+
 # The views, for reading only; created by the Alembic revisions, never by metadata.create_all.
 views = MetaData()
 

@@ -8,7 +8,12 @@ talking to the daemon.
 A database that cannot be reached is an ordinary, temporary condition for a
 daemon: every method turns connection-level failures into
 ``StoreUnavailable`` (after a short bounded retry), never a driver
-traceback, so the caller can buffer what it wanted to record and try again.
+traceback, so the caller can buffer what it wanted to record and try again;
+a record the database will never accept becomes ``RecordRejected``
+(``classify.py`` holds the rules). No call blocks longer than the call
+timeout: SQLite's busy timeout, PostgreSQL's connect, statement and lock
+timeouts and TCP keepalives are all set from it, so a lock held by someone
+else or a server that stopped answering costs one bounded wait, not a step.
 Credentials never appear in a message: URLs are shown through ``redact_url``.
 """
 
@@ -30,12 +35,15 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
+from armd.adapters.store import lease as leases
 from armd.adapters.store import models as m
+from armd.adapters.store.classify import UPGRADE_HINT, classify, one_line
 from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreUnavailable
 from armd.control.ports import DecisionRecord, EstimateRow, EventRecord, NodeRow, Observation, QueryRow, QuerySettings, StreamRow
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
-UPGRADE_HINT = "run `armd db upgrade --config FILE`"
+CALL_TIMEOUT_SECONDS = 5.0
+"""The default bound of one store call (``store.call_timeout_seconds``)."""
 
 OnRetry = Callable[[int, float, str], None]
 """``on_retry(attempt, delay_seconds, message)``: attempt ``attempt`` failed, the next comes after ``delay_seconds``."""
@@ -58,33 +66,6 @@ def redact_url(url: str) -> str:
         user = userinfo.split(":", 1)[0]
         return f"{scheme}://{user}:***@{tail}"
     return parsed.render_as_string(hide_password=True)
-
-
-def _one_line(exc: BaseException) -> str:
-    """The driver's reason without SQLAlchemy's SQL echo and background link, on one line."""
-    orig = getattr(exc, "orig", None)
-    reason = str(orig if orig is not None else exc).strip()
-    lines = [line.strip() for line in reason.splitlines() if line.strip()]
-    kept = [line for line in lines if not line.startswith(("[SQL:", "[parameters:", "(Background on this error"))]
-    return "; ".join(kept) or type(exc).__name__
-
-
-def _is_missing_table(exc: BaseException) -> bool:
-    """Whether ``exc`` says a table or view is missing (SQLite's message, PostgreSQL's SQLSTATE 42P01)."""
-    orig = getattr(exc, "orig", None)
-    return getattr(orig, "sqlstate", None) == "42P01" or "no such table" in str(orig).lower()
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    if isinstance(exc, InterfaceError):
-        return True
-    if isinstance(exc, OperationalError):
-        # SQLite reports a missing table as an OperationalError too; that is a schema problem, not a connection one.
-        reason = str(exc.orig).lower()
-        return not any(hint in reason for hint in ("no such table", "no such column", "syntax error", "has no column"))
-    return False
 
 
 def _json_value(value: Any) -> Any:
@@ -126,9 +107,10 @@ class SqlStore:
     thread at a time per store; each runs in its own transaction.
     """
 
-    def __init__(self, engine: Engine, url: str) -> None:
+    def __init__(self, engine: Engine, url: str, call_timeout_seconds: float = CALL_TIMEOUT_SECONDS) -> None:
         self._engine = engine
         self.url_redacted = redact_url(url)
+        self.call_timeout_seconds = call_timeout_seconds
 
     # ---------------------------------------------------------------- opening
 
@@ -140,6 +122,7 @@ class SqlStore:
         retries: int = 5,
         backoff_seconds: float = 0.5,
         on_retry: OnRetry | None = None,
+        call_timeout_seconds: float = CALL_TIMEOUT_SECONDS,
     ) -> SqlStore:
         """Create the engine and check that the database answers.
 
@@ -148,9 +131,10 @@ class SqlStore:
         ``on_retry(attempt, delay, message)`` is called before each pause.
         After the last attempt it raises ``StoreUnavailable``. A URL that
         names no usable database or driver raises ``StoreError`` at once.
+        No call of the store blocks longer than ``call_timeout_seconds``.
         """
-        engine = cls._create_engine(url)
-        store = cls(engine, url)
+        engine = cls._create_engine(url, call_timeout_seconds)
+        store = cls(engine, url, call_timeout_seconds)
         attempt = 0
         while True:
             attempt += 1
@@ -159,7 +143,7 @@ class SqlStore:
                     conn.execute(text("SELECT 1"))
                 return store
             except (OperationalError, InterfaceError, DBAPIError) as exc:
-                message = f"cannot connect to the metadata store at {store.url_redacted}: {_one_line(exc)}"
+                message = f"cannot connect to the metadata store at {store.url_redacted}: {one_line(exc)}"
                 if attempt > retries:
                     engine.dispose()
                     raise StoreUnavailable(f"{message} (gave up after {attempt} attempt{'s' if attempt > 1 else ''})") from None
@@ -169,7 +153,7 @@ class SqlStore:
                 time.sleep(delay)
 
     @staticmethod
-    def _create_engine(url: str) -> Engine:
+    def _create_engine(url: str, call_timeout_seconds: float = CALL_TIMEOUT_SECONDS) -> Engine:
         try:
             parsed = make_url(url)
         except ArgumentError:
@@ -182,19 +166,21 @@ class SqlStore:
             if parsed.drivername == "postgresql":
                 # The bare scheme means psycopg2 to SQLAlchemy; armd ships psycopg 3.
                 parsed = parsed.set(drivername="postgresql+psycopg")
-            if "connect_timeout" not in parsed.query:
-                connect_args["connect_timeout"] = 10
+            connect_args.update(_postgres_bounds(call_timeout_seconds, parsed.query))
+        else:
+            connect_args["timeout"] = call_timeout_seconds  # sqlite3's busy timeout, also while connecting
         try:
             engine = create_engine(
                 parsed,
                 pool_pre_ping=True,
+                pool_timeout=call_timeout_seconds,
                 json_serializer=_dumps,
                 connect_args=connect_args,
             )
         except (NoSuchModuleError, ModuleNotFoundError) as exc:
             raise StoreError(f"metadata store URL {redact_url(url)!r}: no driver for it is installed ({exc})") from None
         if backend == "sqlite":
-            event.listen(engine, "connect", _sqlite_pragmas)
+            event.listen(engine, "connect", _sqlite_pragmas(call_timeout_seconds))
         return engine
 
     def close(self) -> None:
@@ -203,22 +189,26 @@ class SqlStore:
     # -------------------------------------------------------------- plumbing
 
     def _call(self, fn: Callable[[Session], T]) -> T:
-        """Run ``fn`` in one transaction; connection failures are retried briefly, then become ``StoreUnavailable``."""
+        """Run ``fn`` in one transaction; a lost connection is retried briefly (within the call timeout).
+
+        Raises ``StoreUnavailable`` (the record may wait), ``RecordRejected``
+        (it never will be accepted) or ``TableMissing`` (both a wait and an
+        upgrade hint), never a driver exception; see ``classify.py``.
+        """
+        started = time.monotonic()
+        where = f"metadata store at {self.url_redacted}"
         for attempt in range(len(_CALL_RETRY_DELAYS) + 1):
             try:
                 with Session(self._engine) as session, session.begin():
                     return fn(session)
-            except (OperationalError, InterfaceError, DBAPIError) as exc:
-                if _is_missing_table(exc):
-                    raise SchemaOutdated(
-                        f"metadata store at {self.url_redacted} is not at schema revision {self.head_revision()} "
-                        f"({_one_line(exc).split(';')[0]}): {UPGRADE_HINT}"
-                    ) from None
-                if not _is_connection_error(exc):
+            except Exception as exc:
+                error, retry = classify(exc, where)
+                if error is None:
                     raise
-                if attempt == len(_CALL_RETRY_DELAYS):
-                    raise StoreUnavailable(f"metadata store at {self.url_redacted} is unavailable: {_one_line(exc)}") from None
-                time.sleep(_CALL_RETRY_DELAYS[attempt])
+                delay = _CALL_RETRY_DELAYS[attempt] if attempt < len(_CALL_RETRY_DELAYS) else None
+                if not retry or delay is None or time.monotonic() - started + delay >= self.call_timeout_seconds:
+                    raise error from None
+                time.sleep(delay)
         raise AssertionError("unreachable")
 
     # ---------------------------------------------------------------- schema
@@ -248,8 +238,11 @@ class SqlStore:
         """Bring the schema to ``head_revision()`` (creates everything on an empty database)."""
 
         def run(session: Session) -> None:
+            connection = session.connection()
+            if connection.dialect.name == "postgresql":
+                connection.execute(text("SET LOCAL statement_timeout = 0"))  # rewriting a large table may take a while
             config = self._alembic_config()
-            config.attributes["connection"] = session.connection()
+            config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
         self._call(run)
@@ -432,6 +425,20 @@ class SqlStore:
             return removed + session.execute(delete(m.BatchRow).where(m.BatchRow.at < cutoff)).rowcount
 
         return self._call(run)
+
+    # ----------------------------------------------------------------- lease
+
+    def acquire_lease(self, holder: str, at: datetime, seconds: float, name: str = leases.CONTROL_LOOP) -> leases.Holding:
+        """Take lease ``name`` when it is free, expired or already ours (see ``lease.py``); the holding says who has it."""
+        return self._call(lambda session: leases.acquire(session, name, holder, _utc(at), seconds))
+
+    def renew_lease(self, holder: str, at: datetime, seconds: float, name: str = leases.CONTROL_LOOP) -> leases.Holding:
+        """Extend our lease to ``at + seconds``; ``ours`` is False when another daemon holds it now (or nobody does)."""
+        return self._call(lambda session: leases.acquire(session, name, holder, _utc(at), seconds, take_expired=False))
+
+    def release_lease(self, holder: str, name: str = leases.CONTROL_LOOP) -> bool:
+        """Give our lease up (a clean stop); False when it was not ours any more."""
+        return self._call(lambda session: leases.release(session, name, holder))
 
     # ------------------------------------------------------------ migrations
 
@@ -681,11 +688,35 @@ def _settings(doc: Mapping[str, Any]) -> QuerySettings:
     )
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.execute("PRAGMA foreign_keys=ON")
-    finally:
-        cursor.close()
+def _sqlite_pragmas(call_timeout_seconds: float) -> Callable[[Any, Any], None]:
+    """WAL (readers never wait for the writer), foreign keys, and a busy timeout of one call's bound."""
+    busy_ms = max(1, int(call_timeout_seconds * 1000))
+
+    def pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cursor.close()
+
+    return pragmas
+
+
+def _postgres_bounds(call_timeout_seconds: float, query: Mapping[str, Any]) -> dict[str, Any]:
+    """libpq settings that bound every call: connecting, each statement, each lock wait, a peer that went silent.
+
+    Values the URL sets itself (``?connect_timeout=…``, ``?options=…``) are kept.
+    """
+    ms = max(1, int(call_timeout_seconds * 1000))
+    bounds: dict[str, Any] = {
+        "connect_timeout": max(2, math.ceil(call_timeout_seconds)),  # libpq's minimum is 2 s
+        "options": f"-c statement_timeout={ms} -c lock_timeout={ms}",
+        "keepalives": 1,
+        "keepalives_idle": max(1, int(call_timeout_seconds)),
+        "keepalives_interval": 1,
+        "keepalives_count": 3,
+        "tcp_user_timeout": ms,
+    }
+    return {key: value for key, value in bounds.items() if key not in query}

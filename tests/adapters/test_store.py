@@ -37,7 +37,7 @@ from armd.control.ports import (
 )
 
 T0 = datetime(2025, 11, 22, 12, 0, tzinfo=timezone.utc)
-TABLES = {"streams", "queries", "plan_nodes", "observations", "batches", "estimates", "decisions", "migrations", "events"}
+TABLES = {"streams", "queries", "plan_nodes", "observations", "batches", "estimates", "decisions", "migrations", "events", "leases"}
 VIEWS = {"query_overview", "recent_decisions", "open_migrations", "recent_alerts"}
 
 
@@ -428,3 +428,99 @@ def test_losing_the_database_later_raises_store_unavailable(store_url: str, tmp_
             store.status()
     finally:
         store.close()
+
+
+# ------------------------------------------------------ failures, classified
+
+
+def test_a_number_out_of_range_is_a_rejected_record_and_the_store_goes_on(store: SqlStore) -> None:
+    from armd.adapters.store import RecordRejected
+    from armd.control.errors import PermanentError
+
+    huge = Observation(T0, (StreamStats("A", 2**64, 1.0, 1.0, 1.0),))
+    with pytest.raises(RecordRejected) as caught:
+        store.record_observation(huge)
+    assert isinstance(caught.value, PermanentError) and "rejected the record" in str(caught.value)
+    store.record_observation(Observation(T0, (StreamStats("A", 5, 1.0, 5.0, 200.0),)))  # the next one is taken
+
+
+def test_a_renamed_table_is_unavailable_until_it_is_back(store: SqlStore, store_url: str) -> None:
+    from armd.adapters.store import TableMissing
+
+    engine = create_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE events RENAME TO events_away"))
+        with pytest.raises(TableMissing) as caught:
+            store.record_event(EventRecord(T0, "x", "info", "while away"))
+        assert isinstance(caught.value, StoreUnavailable) and isinstance(caught.value, SchemaOutdated)
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE events_away RENAME TO events"))
+        store.record_event(EventRecord(T0, "x", "info", "back"))
+    finally:
+        engine.dispose()
+
+
+def test_a_lock_held_past_the_call_timeout_is_unavailable_within_it(store_url: str) -> None:
+    import time
+
+    SqlStore.open(store_url, retries=0).upgrade()
+    store = SqlStore.open(store_url, retries=0, call_timeout_seconds=0.5)
+    engine = create_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            if store_url.startswith("sqlite"):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock on the file
+            else:
+                conn.execute(text("LOCK TABLE events IN ACCESS EXCLUSIVE MODE"))
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                store.record_event(EventRecord(T0, "x", "info", "blocked"))
+            assert time.monotonic() - started < 2.0
+            conn.rollback()
+        store.record_event(EventRecord(T0, "x", "info", "free again"))
+    finally:
+        engine.dispose()
+        store.close()
+
+
+# ------------------------------------------------------------------ lease
+
+
+def test_the_lease_goes_to_one_holder_until_it_lapses_or_is_released(store: SqlStore, store_url: str) -> None:
+    first = store.acquire_lease("h1:1:a", T0, 15)
+    assert first.ours and first.expires_at == T0 + timedelta(seconds=15)
+    second = store.acquire_lease("h2:2:b", T0 + timedelta(seconds=5), 15)
+    assert not second.ours and second.holder == "h1:1:a" and (second.host, second.pid) == ("h1", "1")
+    assert "armd on h1 (pid 1) until" in second.describe()
+    assert store.renew_lease("h1:1:a", T0 + timedelta(seconds=10), 15).expires_at == T0 + timedelta(seconds=25)
+    assert not store.acquire_lease("h2:2:b", T0 + timedelta(seconds=20), 15).ours  # renewed: still h1's
+    taken = store.acquire_lease("h2:2:b", T0 + timedelta(seconds=26), 15)  # lapsed
+    assert taken.ours and taken.acquired_at == T0 + timedelta(seconds=26)
+    lost = store.renew_lease("h1:1:a", T0 + timedelta(seconds=27), 15)
+    assert not lost.ours and lost.holder == "h2:2:b"
+    assert not store.release_lease("h1:1:a") and store.release_lease("h2:2:b")
+    assert store.acquire_lease("h1:1:a", T0 + timedelta(seconds=28), 15).ours
+    assert plain_sql(store_url, "SELECT name, holder FROM leases") == [{"name": "control-loop", "holder": "h1:1:a"}]
+
+
+def test_racing_daemons_get_the_lease_once(store_url: str) -> None:
+    import threading
+
+    SqlStore.open(store_url, retries=0).upgrade()
+    stores = [SqlStore.open(store_url, retries=0) for _ in range(4)]
+    results: list[bool] = []
+    gate = threading.Barrier(len(stores))
+
+    def take(i: int) -> None:
+        gate.wait()
+        results.append(stores[i].acquire_lease(f"h{i}:{i}:x", T0, 15).ours)
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in stores:
+        s.close()
+    assert sorted(results) == [False, False, False, True]

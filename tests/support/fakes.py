@@ -106,10 +106,17 @@ class MemoryStore:
         return self._call("event", event)
 
     def record_migration(self, query, strategy, state, at, split_time=None, details=None):
-        return self._call("migration", (query, strategy, state))
+        id = self._call("migration", (query, strategy, state))
+        self.open.append({"id": id, "query": query, "strategy": strategy, "state": state, "details": dict(details or {})})
+        return id
 
     def update_migration(self, id, state, at, *, finished=False, lost=None, duplicated=None, differing=None, details=None):
         self._call("migration_update", (id, state))
+        for row in self.open:
+            if row["id"] == id:
+                row.update(state=state, details={**row["details"], **(details or {})})
+        if finished:
+            self.open = [row for row in self.open if row["id"] != id]
 
     def open_migrations(self):
         if self.down:
