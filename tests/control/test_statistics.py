@@ -108,4 +108,4 @@ def test_the_controller_drops_bad_statistics_counts_and_raises_an_event(tmp_path
     for observation in store.of("observation"):
         assert all(math.isfinite(s.rate_per_second) and s.d > 0 for s in observation.streams)
         assert all(not q.selectivities for q in observation.queries)
-    assert "x" not in controller.selectivities.smoothed
+    assert "x" not in controller.state.selectivities.smoothed
