@@ -1,4 +1,9 @@
-"""The control cycle: observe → estimate → decide → apply → record.
+"""The control cycle's deciding half: observe → estimate → decide → desired settings → record.
+
+Applying is the other half (``control/reconciler.py`` and
+``control/coordinator.py``): a decision ends by writing ``DesiredSettings``
+per query to the store, and what is in force comes back as the
+``ActualState`` the reconciler writes. The two meet only in the store.
 
 The controller owns the daemon's working state (smoothed rates and
 selectivities, the queries admitted, the settings in force, the policy's
@@ -32,15 +37,17 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 import numpy as np
 
 from armd.adapters.store import StoreUnavailable
+from armd.control.coordinator import stage_changes, staged_message
+from armd.control.reconciler import same_settings
+from armd.control.errors import TemporaryError
 from armd.control.outbox import Outbox
-from armd.migrations.genmig import Migration
 from armd.migrations.join import order_text
 from armd.policies.admission import admit
 from armd.policies.base import PolicyInput
@@ -49,26 +56,17 @@ from armd.policies.join_order import JoinOrderState, JoinStats, plan_in_order
 from armd.policies.join_order import decide as decide_join_order
 from armd.policies.problem import Problem
 from armd.policies.registry import make_policy
-from armd.policies.staging import Staging, stage
+from armd.policies.staging import Staging
 from armd.policies.trajectory import predict
 from armd.policies.triggers import RateTracker, decision_due
 
 from .config import Config
 from .metrics import NoMetrics
-from armd.control.ports import (AlertSink, Applier, DecisionRecord, EstimateRow, EventRecord, JoinOrders, NodeRow, Observation, QueryRow,
-                    QuerySettings, StatsSource, Store, StreamRow)
+from armd.control.ports import (AlertSink, Applier, DecisionRecord, DesiredSettings, EstimateRow, EventRecord, JoinOrders, NodeRow,
+                               Observation, QueryRow, QuerySettings, StatsSource, Store, StreamRow)
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-@dataclass
-class PendingChanges:
-    decision_id: int | None
-    changes: dict[str, tuple[QuerySettings | None, QuerySettings]]
-    """To apply at the next apply step."""
-    later: dict[str, tuple[QuerySettings | None, QuerySettings]] = field(default_factory=dict)
-    """Staged for after the migrations in progress have finished (their extra state would break the bound)."""
 
 
 class Controller:
@@ -100,9 +98,10 @@ class Controller:
         self.running: dict[str, QuerySettings] = {}
         self.changed_at: dict[str, float] = {}
         self.status: dict[str, str] = {}
-        self.pending: PendingChanges | None = None
-        self._open_migrations: dict[str, tuple[dict[str, int], dict[str, Any], dict[str, Any]]] = {}
-        """Migrations the applier still runs (live ones finish after ``apply``): the row's id holder, its details, a summary."""
+        self.migrating: set[str] = set()
+        """Queries whose live migration runs, as the applying side last reported (``ActualState.phase``)."""
+        self._versions: dict[str, int] = {}
+        """The plan version in force per query, as the applying side last reported."""
         self.last_decision_at: float | None = None
         self.policy_state: Any = None
         self._queries_changed = True
@@ -198,6 +197,30 @@ class Controller:
             self.log.warning("store_unavailable", step="read_settings", error=str(exc))
             return {}
 
+    def _take_actual(self) -> None:
+        """What the applying side reports in force (``Store.actual_states``): settings, when they changed, live migrations.
+
+        The reconciler writes it; this is the only way its results reach the
+        deciding side. Read at every observation (the decision follows it);
+        a store that does not answer leaves the last view.
+        """
+        if self.outbox.down:
+            return  # not before the store answers the outbox again (it says so), so a step keeps its pace
+        try:
+            actual = self.store.actual_states()
+        except TemporaryError:
+            return
+        for query, state in actual.items():
+            if state.settings is None or self._versions.get(query) == state.plan_version:
+                continue
+            first = query not in self._versions
+            self._versions[query] = state.plan_version
+            self.running[query] = state.settings
+            self.metrics.qos(query, state.settings.qos)
+            if state.at is not None and not (first and state.at < self.started):  # put in force by this run: cool-down
+                self.changed_at[query] = self._units(state.at)
+        self.migrating = {q for q, state in actual.items() if state.phase == "migrating"}
+
     def _problem_of(self, queries: list[str]) -> Problem:
         index = {q: i for i, q in enumerate(self.full_problem.queries)}
         return self.full_problem.subproblem(np.array(sorted(index[q] for q in queries), dtype=np.intp))
@@ -215,6 +238,7 @@ class Controller:
     # --- observe and estimate -----------------------------------------------------------------
 
     def observe(self) -> None:
+        self._take_actual()
         at = self.clock()
         try:
             observation = self.source.observe(at)
@@ -288,7 +312,7 @@ class Controller:
                 continue
             # The estimate is the steady state: windows only hold it once they have been open for their size.
             # While a query migrates live, both plans hold state: no steady state to compare with either.
-            if now - self.changed_at.get(query, 0.0) < self._longest_window(query, settings) or query in self._open_migrations:
+            if now - self.changed_at.get(query, 0.0) < self._longest_window(query, settings) or query in self.migrating:
                 continue
             ratio = value / estimate
             off = not (1 / factor <= ratio <= factor)
@@ -550,7 +574,8 @@ class Controller:
                 "forced": list(guarded.forced),
                 "proposed_weighted_qos": float(decision.weighted_qos),
                 "bounds_hold_at": trajectory.bounds_hold_at if trajectory else None,
-                "staging": (staging := self._stage(changes, held, per_query)).as_json(),
+                "staging": (staging := stage_changes(
+                    changes, held, {q: v["estimated_memory_bytes"] for q, v in per_query.items()}, self.applier, bounds.memory)).as_json(),
                 "trajectory": trajectory.as_rows() if trajectory else [],
                 "details": _json_safe(decision.details),
             },
@@ -577,31 +602,44 @@ class Controller:
         self._queries_changed = self._bounds_changed = self._model_changed = False
         self.last_decision_at = now
         self.counters["decisions"] += 1
-        if guarded.apply and changes:
-            self.pending = PendingChanges(holder.get("id"), {q: changes[q] for q in staging.now},
-                                          {q: changes[q] for q in staging.later})
-            self._staged_event(staging)
+        if changes:
+            self._write_desired(changes, staging, holder, recommend_only=not guarded.apply, at=at)
 
-    def _stage(self, changes: dict[str, tuple[QuerySettings | None, QuerySettings]], held: float,
-               per_query: dict[str, dict[str, Any]]) -> Staging:
-        """Which changes migrate now: the applier's extra state while a migration runs must fit the memory bound."""
-        transient = getattr(self.applier, "transient_memory", None)
-        extra = {}
-        for query, (old, new) in changes.items():
-            estimate = per_query.get(query, {}).get("estimated_memory_bytes", 0.0)
-            extra[query] = 0.0 if transient is None or old is None else float(transient(query, old, new, estimate))
-        return stage(held, extra, self.config.bounds.memory)
+    def _write_desired(self, changes: dict[str, tuple[QuerySettings | None, QuerySettings]], staging: Staging,
+                       holder: dict[str, int], *, recommend_only: bool, at: datetime) -> None:
+        """Hand the changes to the applying side: one ``DesiredSettings`` row per query, version + 1 (the store is the only link).
 
-    def _staged_event(self, staging: Staging) -> None:
-        if staging.later or staging.over_bound:
-            bound = self.config.bounds.memory
-            message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
-                       f"running them together would hold more than the memory bound {bound:,.0f} B"
-                       if staging.later else "")
-            if staging.over_bound:
-                message = (f"the migration of {staging.now[0]} holds {staging.peak_memory:,.0f} B while it runs, over the memory "
-                           f"bound {bound:,.0f} B; no smaller step exists, so it runs alone" + (f"; {message}" if message else ""))
-            self._event("migrations_staged", "warning" if staging.over_bound else "info", message, None, staging.as_json())
+        Changes staging holds back carry ``may_start = False``; the
+        reconciler stages them again once the migrations in progress have
+        finished. A dry run's rows are recommendations only.
+        """
+        def write() -> None:
+            before, rows = self.store.desired_settings(), []
+            for q, (_old, new) in changes.items():
+                row = DesiredSettings(q, (before[q].plan_version if q in before else 0) + 1, new, may_start=q not in staging.later,
+                                      recommend_only=recommend_only, decision_id=str(holder["id"]) if "id" in holder else None, at=at)
+                last = before.get(q)
+                if last is not None and same_settings(last.settings, new) and last.recommend_only == recommend_only:
+                    if last.may_start == row.may_start:
+                        continue  # asked already: a new version would restart the retries of one that fails
+                    row = replace(row, plan_version=last.plan_version)
+                rows.append(row)
+            if rows:
+                self.store.write_desired(rows)
+
+        self._record("desired", write)
+        said = staged_message(staging, self.config.bounds.memory)
+        if said is not None and not recommend_only:
+            self._event("migrations_staged", said[0], said[1], None, staging.as_json())
+
+    def estimate_memory(self, settings: dict[str, QuerySettings]) -> tuple[float, dict[str, float]]:
+        """The cost model's memory (total, per query) with ``settings`` in force, at the rates of the moment; the
+        migration coordinator stages held-back changes with it (queries without settings hold nothing)."""
+        problem = self.problem
+        fw = np.array([settings[q].fw if q in settings else 0.0 for q in problem.queries])
+        fg = np.array([settings[q].fg if q in settings else 0.0 for q in problem.queries])
+        outcome = problem.evaluate(fw, fg, self.current_d(), with_qos=False)
+        return float(outcome.total_memory), {q: float(m) for q, m in zip(problem.queries, outcome.query_memory)}
 
     def _running_for(self, problem: Problem) -> Running | None:
         if not any(q in self.running for q in problem.queries):
@@ -624,154 +662,6 @@ class Controller:
             q: QuerySettings(float(fw[i]), float(fg[i]), windows.get(i, {}), granularity.get(i), float(qos[i]))
             for i, q in enumerate(problem.queries)
         }
-
-    # --- apply --------------------------------------------------------------------------------
-
-    def apply(self) -> None:
-        pending, self.pending = self.pending, None
-        if self._open_migrations:
-            self._migrating()  # lets a live-migrating applier advance (and report) its migrations
-        if pending is None:
-            return
-        if not pending.changes and pending.later:
-            if self._migrating():
-                self.pending = pending  # the staged migrations wait for those in progress
-                return
-            pending = self._restage(pending)
-        at = self.clock()
-        now = self._units(at)
-        retry: dict[str, tuple[QuerySettings | None, QuerySettings]] = {}
-        waiting = dict(pending.later)
-        for query, (old, new) in pending.changes.items():
-            if query not in self.admitted:
-                continue
-            if query in self._open_migrations:  # its last change is still migrating: this one follows when it is done
-                waiting[query] = (self.running.get(query), new)
-                continue
-            migration: dict[str, int] = {}
-            details = {"old": old.as_json() if old else None, "new": new.as_json(), "decision_id": pending.decision_id}
-            self._record("migration", lambda q=query, m=migration, d=details: m.setdefault(
-                "id", self.store.record_migration(q, self.applier.name, "running", at, details=d)))
-            summary = {"applier": self.applier.name, "decision_id": pending.decision_id, "windows": dict(new.windows),
-                       "granularity": new.granularity}
-            self._event("migration_started", "info", f"migration of {query!r} started ({self.applier.name})", query,
-                        summary, migration=migration.get("id"))
-            self.metrics.migration("started")
-            self._open_migrations[query] = (migration, details, summary)
-            try:
-                strategy = self.applier.apply(query, old, new)
-            except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
-                self._open_migrations.pop(query, None)
-                error = self.config.redact(str(exc))
-                self._finish_migration(migration, "failed", {**details, "error": error})
-                self.metrics.migration("failed")
-                # Recorded as an error; the alert for this failure is the apply_failed event right after it.
-                self._event("migration_failed", "error", f"migration of {query!r} failed: {error}", query,
-                            {**summary, "error": error}, alert=False, migration=migration.get("id"))
-                self._fail("apply_failed", f"applying settings to {query!r} failed: {exc}", query, exc)
-                retry[query] = (old, new)
-                continue
-            if query in self._migrating():
-                self.log.info("migration_running", query=query, migration=migration.get("id"), strategy=strategy)
-            elif self._open_migrations.pop(query, None) is not None:
-                self._finish_migration(migration, "done", {**details, "strategy": strategy})
-                self.metrics.migration("done")
-                self._event("migration_finished", "info", f"migration of {query!r} finished ({strategy})", query,
-                            {**summary, "strategy": strategy}, migration=migration.get("id"))
-            self.running[query] = new
-            self.changed_at[query] = now
-            self.metrics.qos(query, new.qos)
-            self._record("settings", lambda q=query, s=new: self.store.set_query_settings(q, s, at))
-            self.log.info("settings_applied", query=query, migration=migration.get("id"), strategy=strategy,
-                          windows=dict(new.windows), granularity=new.granularity, qos=round(new.qos, 6))
-            self.counters["applied"] += 1
-        if self.pending is None and (retry or waiting):
-            self.pending = PendingChanges(pending.decision_id, retry, waiting)
-
-    def migration_transition(self, record: Any) -> None:
-        """A live-migrating applier moved a migration (``migrations.genmig.Migration``) to another state."""
-        opened = self._open_migrations.get(record.query)
-        if opened is None:
-            return
-        migration, details, summary = opened
-        at, state = self.clock(), record.state
-        details = {**details, "live": record.as_record()}
-        if not record.final:
-            self._record("migration", lambda: self.store.update_migration(migration["id"], state, at, details=details))
-            self.log.info("migration_" + state, query=record.query, migration=migration.get("id"), t_split=record.t_split)
-            return
-        del self._open_migrations[record.query]
-        done = state == "done"
-        self._finish_migration(migration, "done" if done else "failed", details)
-        self.metrics.migration("done" if done else "failed")
-        note = record.history[-1][2] if record.history else ""
-        self._event("migration_finished" if done else "migration_failed", "info" if done else "error",
-                    f"migration of {record.query!r} {'finished' if done else 'failed'} ({record.strategy}){': ' + note if note else ''}",
-                    record.query, {**summary, "strategy": record.strategy, "t_split": record.t_split},
-                    migration=migration.get("id"))
-
-    def resume_migrations(self) -> tuple[str, ...]:
-        """After a restart: hand every unfinished live migration in the store back to the applier.
-
-        Returns the queries whose migration goes on (the daemon must not start
-        them anew). A migration that cannot be resumed (no live state stored,
-        an applier without ``resume``, its runs' checkpoints gone) is closed as
-        failed with the reason; its query then starts like any other.
-        """
-        try:
-            rows = self.store.open_migrations()
-        except StoreUnavailable as exc:
-            self.log.warning("store_unavailable", step="read_open_migrations", error=str(exc))
-            return ()
-        resume = getattr(self.applier, "resume", None)
-        resumed = []
-        for row in rows:
-            query, details = row["query"], dict(row.get("details") or {})
-            migration = {"id": row["id"]}
-            summary = {"applier": self.applier.name, "decision_id": details.get("decision_id")}
-            try:
-                if "live" not in details or resume is None:
-                    raise ValueError("the daemon stopped while it ran and it left no state to go on from")
-                record = Migration.from_record(details["live"])
-                resume(record)
-            except Exception as exc:  # noqa: BLE001 - one migration that cannot go on must not stop the daemon
-                error = self.config.redact(f"{exc}")
-                self._finish_migration(migration, "failed", {**details, "error": f"not resumed: {error}"})
-                self.metrics.migration("failed")
-                self._event("migration_failed", "error", f"migration of {query!r} could not be resumed after a restart: {error}",
-                            query, {**summary, "error": error}, migration=row["id"])
-                continue
-            self._open_migrations[query] = (migration, details, summary)
-            resumed.append(query)
-            self._event("migration_resumed", "info", f"migration of {query!r} resumed in state {record.state} "
-                        f"(T_split {record.t_split})", query, {**summary, "state": record.state}, migration=row["id"])
-        return tuple(resumed)
-
-    def _migrating(self) -> tuple[str, ...]:
-        """Queries whose migration the applier still runs (appliers that finish within ``apply`` have none)."""
-        in_progress = getattr(self.applier, "migrating", None)
-        return tuple(in_progress()) if in_progress is not None else ()
-
-    def _restage(self, pending: PendingChanges) -> PendingChanges:
-        """Stage the waiting changes again, on the estimates of the settings now in force."""
-        problem, stream_d = self.problem, self.current_d()
-        fw, fg = self._running_fractions()
-        held = float(problem.evaluate(fw, fg, stream_d, with_qos=False).total_memory)
-        index = {q: i for i, q in enumerate(problem.queries)}
-        waiting = [q for q in pending.later if q in index]
-        for q in waiting:
-            fw[index[q]], fg[index[q]] = pending.later[q][1].fw, pending.later[q][1].fg
-        target = problem.evaluate(fw, fg, stream_d, with_qos=False)
-        per_query = {q: {"estimated_memory_bytes": float(target.query_memory[index[q]])} for q in waiting}
-        staging = self._stage({q: pending.later[q] for q in waiting}, held, per_query)
-        self._staged_event(staging)
-        return PendingChanges(pending.decision_id, {q: pending.later[q] for q in staging.now},
-                              {q: pending.later[q] for q in staging.later})
-
-    def _finish_migration(self, migration: dict[str, int], state: str, details: dict[str, Any]) -> None:
-        at = self.clock()
-        # The record may still sit in the backlog; the update runs after it, in order.
-        self._record("migration", lambda: self.store.update_migration(migration["id"], state, at, finished=True, details=details))
 
     # --- housekeeping --------------------------------------------------------------------------
 
@@ -806,6 +696,11 @@ class Controller:
         self._record("event", lambda: self.store.record_event(event))
         if severity != "info" and alert:
             self.alerts.alert(event)
+
+    def emit(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None,
+             *, alert: bool = True, **fields: Any) -> None:
+        """``_event`` for the applying side's events (the daemon wires it as their ``emit``)."""
+        self._event(kind, severity, message, query, details, alert=alert, **fields)
 
     def _fail(self, kind: str, message: str, query: str | None, exc: Exception) -> None:
         self.counters["query_errors" if query else "errors"] += 1
