@@ -122,10 +122,10 @@ class Reconciler:
                 due.append(wanted)
             else:
                 held[query] = wanted
-        if held and not busy:
+        if held and not busy and not due:  # the held-back ones wait for every change before them
             staging = self.coordinator.restage({q: (self._in_force(q), d.settings) for q, d in held.items()})
             self.released |= {(q, held[q].plan_version) for q in staging.now}
-            due += [held[q] for q in staging.now]
+            due = [held[q] for q in staging.now]
         for wanted in due:
             self._apply(wanted, at)
 
@@ -152,9 +152,8 @@ class Reconciler:
         try:
             if wanted.join_order is not None and self.join_orders is not None:
                 self._publish(query, wanted.join_order, at)
-            strategy = "unchanged"
-            if not same_settings(old, new):
-                self.coordinator.started(opened)
+            strategy = None
+            if not same_settings(old, new):  # its row is written once it started, or failed (not when it was not ready)
                 strategy = ports.applier.apply(query, old, new)
         except NotReady as exc:
             self._not_ready(opened, actual, wanted, exc)
@@ -166,7 +165,7 @@ class Reconciler:
         if query in self.coordinator.in_progress():
             ports.log.info("migration_running", query=query, migration=opened.row.get("id"), strategy=strategy)
             extra = self._extra_state(query, old, new)
-        elif opened.recorded:
+        elif strategy is not None:
             self.coordinator.close(opened, "done", {**opened.details, "strategy": strategy},
                                    event=("migration_finished", "info", f"migration of {query!r} finished ({strategy})"))
         else:
@@ -180,7 +179,7 @@ class Reconciler:
             ports.record("status", lambda: ports.store.set_query_status(query, "active", at, "desired settings applied again"))
         ports.metrics.qos(query, new.qos)
         ports.record("settings", lambda: ports.store.set_query_settings(query, new, at))
-        ports.log.info("settings_applied", query=query, migration=opened.row.get("id"), strategy=strategy,
+        ports.log.info("settings_applied", query=query, migration=opened.row.get("id"), strategy=strategy or "unchanged",
                        plan_version=wanted.plan_version, windows=dict(new.windows), granularity=new.granularity,
                        qos=round(new.qos, 6))
         self.released.discard((query, wanted.plan_version))

@@ -246,3 +246,85 @@ def cycle(controller, clock, seconds=1.0):
     controller.observe()
     controller.decide()
     apply(controller)
+
+
+class LiveFake(Applier):
+    """A live-migrating applier without Spark: ``apply`` of a running query starts a migration reported as running;
+    each ``advance`` moves every migration one state on (running → draining → done) and reports it to ``on_transition``.
+    Its migrations hold ``extra`` bytes each while they run (``transient_memory``)."""
+
+    name = "live"
+
+    def __init__(self, extra: float = 0.0, raising: dict | None = None) -> None:
+        super().__init__(None, raising=raising)
+        self.extra, self.live, self.resumed = extra, {}, []
+        self.on_transition = lambda migration: None
+        self.gone: set[str] = set()
+        """Queries whose stored migration cannot be resumed (its checkpoints were deleted)."""
+
+    def apply(self, query, old, new):
+        from armd.migrations.genmig import Migration
+
+        strategy = super().apply(query, old, new)
+        if old is not None:
+            self.live[query] = Migration(query, "genmig", {}, {}).to("running", 1.0, "started", t_split=5.0)
+            self.on_transition(self.live[query])
+        return strategy
+
+    def advance(self):
+        for query, m in list(self.live.items()):
+            m = self.live[query] = m.to("draining" if m.state == "running" else "done", 2.0, "step")
+            if m.final:
+                del self.live[query]
+            self.on_transition(m)
+        return tuple(self.live.values())
+
+    def running_migrations(self):
+        return tuple(self.live.values())
+
+    def transient_memory(self, query, old, new, new_memory):
+        return self.extra
+
+    def resume(self, migration):
+        if migration.query in self.gone:
+            raise FileNotFoundError(f"cannot resume from /ckpt/{migration.query}: it was deleted")
+        self.resumed.append(migration)
+        self.live[migration.query] = migration
+
+
+class Emitted:
+    """Records the applying side's events; ``alerts`` are those an alert sink would get (warnings and errors, unless not)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str | None, dict]] = []
+        self.alerts: list[tuple[str, str | None]] = []
+
+    def __call__(self, kind, severity, message, query, details=None, *, alert=True, **fields):
+        self.events.append((kind, severity, query, {"message": message, **(details or {})}))
+        if severity != "info" and alert:
+            self.alerts.append((kind, query))
+
+    def kinds(self, query=None):
+        return [kind for kind, _, q, _ in self.events if query is None or q == query]
+
+
+def apply_rig(applier=None, *, memory_bound=1000.0, retry=None, join_orders=None, memory_per_query=100.0):
+    """The applying side alone, on the fakes: a reconciler and its coordinator over a ``MemoryStore``, records written
+    at once, a recorded ``emit``, a ``Clock`` and an estimate of ``memory_per_query`` bytes per query with settings."""
+    from armd.control.coordinator import ApplyPorts, Coordinator
+    from armd.control.reconciler import RetryPolicy
+
+    store, clock, emitted = MemoryStore(), Clock(), Emitted()
+    applier = applier if applier is not None else Applier(None)
+
+    def estimate(settings):
+        per_query = {q: memory_per_query for q in settings}
+        return sum(per_query.values()), per_query
+
+    ports = ApplyPorts(store, applier, lambda kind, write: write(), emitted, clock, structlog.get_logger(),
+                       store_down=lambda: store.down)
+    coordinator = Coordinator(ports, memory_bound=memory_bound, estimate=estimate)
+    reconciler = Reconciler(ports, coordinator, retry or RetryPolicy(1.0, 8.0, 4), join_orders)
+    if isinstance(applier, LiveFake):
+        applier.on_transition = coordinator.transition
+    return reconciler, store, applier, emitted, clock
