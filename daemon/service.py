@@ -50,7 +50,11 @@ class StartError(Exception):
 
 
 class SimulatedApplier:
-    """Applies settings to the synthetic source's simulated windows (no Spark involved)."""
+    """Applies settings to the synthetic source's simulated windows (no Spark involved).
+
+    A plain ``control.ports.Applier``: it finishes within ``apply`` and holds
+    nothing extra, so it is neither a ``LiveApplier`` nor a ``ResumableApplier``.
+    """
 
     name = "simulated"
 
@@ -158,7 +162,7 @@ def apply_side(controller: Controller, applier: Applier, orders: Any) -> Reconci
     alerted alike) and the cost model's memory estimate for restaging.
     """
     config = controller.config
-    ports = ApplyPorts(controller.store, applier, controller._record, controller.emit, controller.clock, controller.log,
+    ports = ApplyPorts(controller.store, applier, controller.outbox.put, controller.emit, controller.clock, controller.log,
                        controller.metrics, config.redact, store_down=lambda: controller.outbox.down)
     coordinator = Coordinator(ports, memory_bound=config.bounds.memory, estimate=controller.estimate_memory)
     return Reconciler(ports, coordinator, retry_policy(config), orders)
