@@ -216,6 +216,7 @@ class Coordinator:
         current = self.actual.get(record.query)
         if current is not None and current.plan_version == opened.version:
             self.report(replace(current, phase="steady" if done else "failed", migration_state=state, extra_state_bytes=None,
+                                target_version=None if done else current.target_version,
                                 error=None if done else self.ports.redact(note or "the live migration failed")))
 
     def advance(self) -> None:

@@ -88,6 +88,9 @@ class Reconciler:
         for query, state in sorted(self.coordinator.actual.items()):
             if query in resumed or state.settings is None:
                 continue
+            if state.phase == "migrating":  # its migration could not go on (closed as failed): it starts anew
+                self.coordinator.report(replace(state, phase="steady", migration_state=None, target_version=None,
+                                                extra_state_bytes=None))
             try:
                 ports.applier.apply(query, None, state.settings)
             except Exception as exc:  # noqa: BLE001 - one query that cannot start must not stop the others

@@ -9,6 +9,7 @@ for a newer version.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from support.fakes import Applier, LiveFake, apply_rig, not_ready, permanent, temporary
@@ -228,15 +229,21 @@ def test_a_restart_resumes_open_migrations_and_starts_every_other_query_with_its
     from armd.migrations.genmig import Migration
 
     reconciler, store, applier, emitted, _ = apply_rig(LiveFake())
+    applier.gone = {"q4"}
     store.actual = {"q1": ActualState("q1", 2, settings(20.0), "migrating", target_version=2),
-                    "q2": ActualState("q2", 1, settings(10.0), "steady")}
+                    "q2": ActualState("q2", 1, settings(10.0), "steady"),
+                    "q4": ActualState("q4", 3, settings(40.0), "migrating", target_version=3)}
     store.settings = {"q3": settings(30.0)}  # from before the actual states existed
     live = Migration("q1", "genmig", {}, {}).to("running", 1.0, "started", t_split=5.0)
     store.open = [{"id": 7, "query": "q1", "strategy": "genmig", "state": "running",
-                   "details": {"plan_version": 2, "live": live.as_record()}}]
+                   "details": {"plan_version": 2, "live": live.as_record()}},
+                  {"id": 8, "query": "q4", "strategy": "genmig", "state": "running",
+                   "details": {"plan_version": 3, "live": replace(live, query="q4").as_record()}}]
     assert reconciler.restore() == ("q1",)
     assert [m.query for m in applier.resumed] == ["q1"]
-    assert applier.applied == [("q2", settings(10.0)), ("q3", settings(30.0))]  # not q1: it goes on
+    # Not q1: it goes on. q4's migration cannot (its checkpoints are gone): it starts anew with its settings.
+    assert applier.applied == [("q2", settings(10.0)), ("q3", settings(30.0)), ("q4", settings(40.0))]
+    assert store.actual["q4"].phase == "steady" and (8, "failed") in store.of("migration_update")
     assert store.actual["q3"].plan_version == 0 and store.actual["q3"].phase == "steady"
     assert emitted.kinds("q1") == ["migration_resumed"]
     reconciler.coordinator.advance()
