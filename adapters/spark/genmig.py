@@ -269,7 +269,6 @@ class GenMigApplier:
     def _advance(self, query: str, migration: Migration) -> None:
         """Read the two facts of ``migrations.genmig.next_state`` off the runs' progress and take the transitions it says."""
         old, managed = self._old[query], self.manager.get(query)
-        new_read: dict[str, float] = {}
         if migration.state == RUNNING:
             latest = self._latest(managed.query)
             if latest is not None:
