@@ -63,6 +63,8 @@ def test_dry_run_decides_and_records_but_applies_nothing(tmp_path):
         cycle(controller, clock)
     assert store.of("decision") and all(d.dry_run and not d.applied for d in store.of("decision"))
     assert applier.applied == [] and store.of("settings") == [] and store.of("migration") == []
+    assert store.desired and all(d.recommend_only for d in store.desired.values())  # recommendations, shown only
+    assert store.actual == {}
 
 
 def test_one_query_failing_to_apply_does_not_stop_the_others(tmp_path):
@@ -83,6 +85,27 @@ def test_one_query_failing_to_apply_does_not_stop_the_others(tmp_path):
     apply(controller)  # the failed change is retried
     assert "clicks_per_view" in store.settings
     assert store.actual["clicks_per_view"].phase == "steady"
+
+
+def test_a_permanent_apply_error_marks_only_its_query_failed_and_alerts_once(tmp_path):
+    from support.fakes import permanent
+
+    controller, store, applier, alerts, clock = make(tmp_path)
+    applier.raising["clicks_per_view"] = permanent("clicks_per_view")
+    for _ in range(5):
+        cycle(controller, clock)
+    # Tried once per desired version (a later decision may ask for other settings: a newer version), never retried.
+    versions = store.desired["clicks_per_view"].plan_version
+    assert applier.attempts.count("clicks_per_view") == versions
+    assert store.statuses["clicks_per_view"] == "failed" and store.actual["clicks_per_view"].phase == "failed"
+    assert store.actual["clicks_per_view"].target_version == versions
+    assert [(e.kind, e.query) for e in alerts.events] == [("apply_failed", "clicks_per_view")] * versions
+    for _ in range(3):  # nothing newer asked: nothing tried
+        clock.advance(100)
+        apply(controller)
+    assert applier.attempts.count("clicks_per_view") == versions
+    assert {q for q, _ in applier.applied} == {"clicks_per_second", "big_orders"}
+    assert {store.actual[q].phase for q in ("clicks_per_second", "big_orders")} == {"steady"}
 
 
 def test_records_wait_while_the_store_is_down_and_none_is_lost(tmp_path):
