@@ -227,7 +227,7 @@ def migrate(listener: ProgressListener, manager: QueryManager, sink: MemorySink,
     if strategy == "genmig":
         applier.migrate(name, new)
         deadline = time.monotonic() + 120
-        while applier.migrating() and time.monotonic() < deadline:
+        while applier.advance() and time.monotonic() < deadline:
             time.sleep(0.2)
         if applier.migrations:
             raise RuntimeError(f"{name}: GenMig did not finish within 120 s (state {applier.migrations[name].state})")

@@ -244,7 +244,7 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
     ``timer`` (seconds, e.g. ``time.perf_counter``) only measures how long
     the policy and the guardrails took, for the record.
     """
-    at, now, changes = snapshot.at, snapshot.now, snapshot.changes
+    now, changes = snapshot.now, snapshot.changes
     admissions: list[Admission] = []
     failures: list[Failure] = []
     removed: tuple[str, ...] = ()
@@ -390,7 +390,8 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         DesiredSettings(
             q, (snapshot.desired[q].plan_version if q in snapshot.desired else 0) + 1, applied[q],
             join_order=joins[q].new if q in joins else orders.get(q), may_start=q not in staging.later,
-            recommend_only=rails.dry_run, decision_id=decision_id, at=at)
+            recommend_only=rails.dry_run, decision_id=decision_id, at=at,
+            reason={"join_order": {**joins[q].details, "reason": joins[q].reason}} if q in joins else {})
         for q in problem.queries if q in settings_changes or q in joins
     )
     events = []

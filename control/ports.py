@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+from armd.migrations.genmig import Migration
 
 
 @dataclass(frozen=True)
@@ -116,25 +118,59 @@ class QuerySettings:
         return {"fw": self.fw, "fg": self.fg, "windows": dict(self.windows), "granularity": self.granularity, "qos": self.qos}
 
 
+@runtime_checkable
 class Applier(Protocol):
     """Puts new settings into force (a migration adapter plugs in here).
 
-    A live-migrating applier (GenMig) also offers two optional methods, which
-    the controller uses to stage migrations within the memory bound
-    (``policies/staging.py``): ``transient_memory(query, old, new,
-    new_memory) -> float``, the extra bytes held while the migration runs
-    (``new_memory`` is the cost model's estimate for the new settings), and
-    ``migrating() -> Sequence[str]``, the queries whose migration is still
-    running. Appliers without them finish within ``apply`` and hold nothing
-    extra (a restart drops the old state). One that can continue a stored
-    migration after a restart of the daemon offers ``resume(migration)``
-    (a ``migrations.genmig.Migration`` read back from the store).
+    An applier that finishes within ``apply`` and holds nothing extra (a
+    restart drops the old state, the simulated windows just change) offers
+    only this. What more an applier can do it says by implementing the
+    protocols below, which the reconciler and the coordinator check with
+    ``isinstance``: ``LiveApplier`` (a migration that goes on after
+    ``apply``, GenMig) and ``ResumableApplier`` (continues a stored migration
+    after a restart of the daemon).
     """
 
     name: str
 
     def apply(self, query: str, old: QuerySettings | None, new: QuerySettings) -> str:
-        """Apply ``new`` to ``query``; returns the migration strategy used. Raises on failure."""
+        """Apply ``new`` to ``query``; returns the migration strategy used.
+
+        Raises ``control.errors.NotReady`` when a precondition that time
+        brings is missing, ``PermanentError`` when retrying cannot help;
+        anything else counts as temporary.
+        """
+        ...
+
+
+@runtime_checkable
+class LiveApplier(Applier, Protocol):
+    """An applier whose migrations run on after ``apply`` (GenMig: both plans side by side until T_split has passed).
+
+    Every transition of a live migration is reported to the coordinator
+    (the ``on_transition`` the wiring gives the applier), which records it.
+    """
+
+    def advance(self) -> Sequence[Migration]:
+        """Move every live migration on by what its runs show now; returns those still in progress."""
+        ...
+
+    def running_migrations(self) -> Sequence[Migration]:
+        """The live migrations in progress, without advancing them."""
+        ...
+
+    def transient_memory(self, query: str, old: QuerySettings, new: QuerySettings, new_memory: float) -> float:
+        """Extra bytes held while a migration of ``query`` from ``old`` to ``new`` runs (``new_memory``: the cost
+        model's estimate of the new settings); staging keeps the sum within the memory bound (``policies/staging.py``)."""
+        ...
+
+
+@runtime_checkable
+class ResumableApplier(Applier, Protocol):
+    """An applier that continues a migration the daemon left open when it stopped."""
+
+    def resume(self, migration: Migration) -> None:
+        """Go on with ``migration`` (read back from the store); raises when it cannot (its runs' checkpoints gone)."""
         ...
 
 
@@ -162,6 +198,9 @@ class DesiredSettings:
     decision_id: str | None = None
     """The decision that asked for it (an id the cycle generated)."""
     at: datetime | None = None
+    reason: Mapping[str, Any] = field(default_factory=dict)
+    """Why, for the record the reconciler writes when it applies the row: under ``join_order`` the join-order policy's
+    choice (old and new order, both orders' costs, the rates and pair selectivities it used, its reason)."""
 
 
 ACTUAL_PHASES = ("steady", "migrating", "retrying", "failed")
@@ -191,6 +230,7 @@ class ActualState:
     extra_state_bytes: float | None = None
     """What the migration in progress holds beyond the query's steady state (its transient cost)."""
     at: datetime | None = None
+    """When the version in force was put in force (a later report on the same version keeps it)."""
 
 
 class JoinOrders(Protocol):

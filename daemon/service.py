@@ -52,7 +52,9 @@ from .controller import Controller, utcnow
 from .lease import Lease, LeaseHeld
 from .metrics import Metrics, NoMetrics
 from .notify import Notifier
+from armd.control.coordinator import ApplyPorts, Coordinator
 from armd.control.ports import Applier, EventRecord, QuerySettings, StatsSource
+from armd.control.reconciler import Reconciler, RetryPolicy
 
 ALERTS_CLOSE_SECONDS = 2.0
 """At the stop, queued alerts get this long to be delivered; hooks still hanging then are abandoned."""
@@ -71,7 +73,11 @@ class StartError(Exception):
 
 
 class SimulatedApplier:
-    """Applies settings to the synthetic source's simulated windows (no Spark involved)."""
+    """Applies settings to the synthetic source's simulated windows (no Spark involved).
+
+    A plain ``control.ports.Applier``: it finishes within ``apply`` and holds
+    nothing extra, so it is neither a ``LiveApplier`` nor a ``ResumableApplier``.
+    """
 
     name = "simulated"
 
@@ -170,6 +176,25 @@ def join_orders(config: Config) -> Any:
     return ControlFiles({q: (j.control, j.order, list(j.order)) for q, j in joins.items()})
 
 
+def apply_side(controller: Controller, applier: Applier, orders: Any) -> Reconciler:
+    """The applying half (reconciler and migration coordinator) beside the controller in the daemon's process.
+
+    It talks to the deciding half only through the store (desired settings
+    in, actual state out); it shares the controller's record queue so its
+    rows land in order with the others, its events (logged, recorded,
+    alerted alike) and the cost model's memory estimate for restaging.
+    """
+    config = controller.config
+    ports = ApplyPorts(controller.store, applier, controller.outbox.put, controller.emit, controller.clock, controller.log,
+                       controller.metrics, config.redact, store_down=lambda: controller.outbox.down)
+    coordinator = Coordinator(ports, memory_bound=config.bounds.memory, estimate=controller.estimate_memory)
+    return Reconciler(ports, coordinator, retry_policy(config), orders)
+
+
+def retry_policy(config: Config) -> RetryPolicy:
+    return RetryPolicy(config.apply.retry_initial_seconds, config.apply.retry_max_seconds, config.apply.max_attempts)
+
+
 def open_store(config: Config, log: Any) -> SqlStore:
     """Connect with retries (each logged) and refuse an outdated schema; raises ``StoreError``."""
 
@@ -205,6 +230,7 @@ class Service:
         self.stop = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
         self.controller: Controller | None = None
+        self.reconciler: Reconciler | None = None
         self.store: SqlStore | None = None
         self.notifier = Notifier(environ)
         self.spark: Any = None
@@ -250,19 +276,18 @@ class Service:
             self.log.info("spark_starting", master=config.spark.master, queries=len(config.managed), synthetic_origin=start.isoformat())
             self.spark = spark_runtime(config, start, self.log, lambda e: self.controller and self.controller.report(e),
                                        lambda q, error: self.controller and self.controller.query_terminated(q, error),
-                                       lambda m: self.controller and self.controller.migration_transition(m))
+                                       lambda m: self.reconciler and self.reconciler.coordinator.transition(m))
             source, applier = self.spark.stats, self.spark.applier
             self._install_signals()  # creating the SparkContext replaced the SIGINT handler with PySpark's
         else:
             self.source = source = synthetic_source(config, start)
             applier = SimulatedApplier(self.source)
+        orders = join_orders(config)
         self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics,
-                                     join_orders=join_orders(config))
+                                     join_orders=orders)
         self._watch_outbox(self.controller)
-        resumed = self.controller.resume_migrations()  # a migration the last run left open goes on
-        for query, settings in self.controller.running.items():  # a restart resumes the stored settings
-            if query not in resumed:
-                applier.apply(query, None, settings)
+        self.reconciler = apply_side(self.controller, applier, orders)
+        self.reconciler.restore()  # a migration the last run left open goes on; every other query starts with its settings
         scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1), "lease": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -271,9 +296,9 @@ class Service:
         scheduler.add_listener(self._job_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED | EVENT_JOB_ERROR)
         schedule = config.schedule
         jobs = [
-            ("observe", self.controller.observe, schedule.observe_seconds),
-            ("decide", self.controller.decide, schedule.observe_seconds),
-            ("apply", self.controller.apply, schedule.apply_seconds),
+            ("cycle", self.controller.tick, schedule.observe_seconds),
+            ("reconcile", self.reconciler.tick, schedule.apply_seconds),
+            ("advance_migrations", self.reconciler.coordinator.advance, schedule.apply_seconds),
             ("housekeeping", self.controller.housekeeping, schedule.housekeeping_seconds),
         ]
         for job_id, step, seconds in jobs:
@@ -314,7 +339,7 @@ class Service:
         _bounded(lambda: controller.flush(force=True), deadline - FINAL_WRITE_SECONDS)
         unwritten, rejected = len(outbox), sum(outbox.rejected_count.values())
         at = utcnow()
-        counters = dict(controller.counters)
+        counters = dict(controller.counters + self.reconciler.counters) if self.reconciler else dict(controller.counters)
         summary = ", ".join(f"{k} {v}" for k, v in sorted(counters.items())) or "nothing done"
         details = {**counters, "records_written": sum(outbox.written.values()), "records_unwritten": unwritten,
                    "records_rejected": rejected}
@@ -462,6 +487,8 @@ class Service:
         self.config = config
         self.alerts.configure(build_hooks(config.alerts, self.log), config.alerting.dedup_seconds)
         self.controller.reload(config)
+        assert self.reconciler is not None
+        self.reconciler.reconfigure(config.bounds.memory, retry_policy(config), config.redact)
 
 
 def _bounded(work: Callable[[], Any], deadline: float) -> bool:

@@ -254,18 +254,28 @@ class Migration:
             raise MigrationError(f"stored migration record is incomplete or malformed: {exc!r}") from None
 
 
-def resume_step(migration: Migration, inputs_passed_split: bool, old_watermark: float | None) -> str | None:
-    """The transition a (possibly resumed) running migration is due, from what the running queries show now.
+def next_state(migration: Migration, *, new_passed_split: bool, old_done: bool) -> str | None:
+    """The transition a live migration is due, from two facts its runs show now; None while nothing changed.
 
-    Returns the next state, or None while nothing has changed. A restarted
-    daemon calls this with fresh observations, so it continues wherever the
-    stored state stood.
+    ``new_passed_split``: every input of the new plan has read past T_split
+    (running → draining). ``old_done``: the old plan has emitted every result
+    before T_split — its watermark passed T_split, or, for results out on
+    arrival, it read past T_split on every input, or it stopped — so it can
+    stop (draining → done). A resumed migration goes through the same
+    function with fresh facts, so it continues wherever the stored state
+    stood. The Spark adapter computes the facts; this decides.
     """
-    if migration.state == RUNNING and inputs_passed_split:
+    if migration.state == RUNNING and new_passed_split:
         return DRAINING
-    if migration.state == DRAINING and old_plan_done(old_watermark, migration.t_split):
+    if migration.state == DRAINING and old_done:
         return DONE
     return None
+
+
+def resume_step(migration: Migration, inputs_passed_split: bool, old_watermark: float | None) -> str | None:
+    """``next_state`` for a plan whose results are out when its watermark passes them (window aggregates)."""
+    return next_state(migration, new_passed_split=inputs_passed_split,
+                      old_done=migration.t_split is not None and old_plan_done(old_watermark, migration.t_split))
 
 
 def passed_split(latest_start: Mapping[str, float], t_split: float, inputs: Sequence[str]) -> bool:

@@ -52,6 +52,7 @@ from typing import Any, Callable, Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from armd.control.errors import NotReady, PermanentError
 from armd.control.ports import QuerySettings
 from armd.migrations.genmig import (
     CHRONON,
@@ -60,6 +61,7 @@ from armd.migrations.genmig import (
     FAILED,
     RUNNING,
     Migration,
+    next_state,
     old_plan_done,
     passed_split,
     split_time,
@@ -134,8 +136,8 @@ class GenMigApplier:
             managed = self.manager.get(query)
             params = managed.params.with_settings(new, self.time_unit_seconds)
             if query in self.migrations:
-                raise RuntimeError(f"query {query!r} is still migrating (state {self.migrations[query].state}); "
-                                   "a new change waits until it is done")
+                raise NotReady(f"query {query!r} is still migrating (state {self.migrations[query].state}); "
+                               "a new change waits until it is done")
             if not managed.running:
                 self.manager.start(query, replace(params, version=params.version + (1 if managed.runs else 0)))
                 self.log.info("query_started", query=query, plan_version=managed.params.version)
@@ -153,11 +155,18 @@ class GenMigApplier:
                 raise RuntimeError(f"query {query!r} does not run; GenMig migrates a running query")
             self._begin(query, replace(params, version=managed.params.version + 1))
 
-    def migrating(self) -> tuple[str, ...]:
-        """Queries whose migration runs; advances them first (the daemon calls this every apply step)."""
+    def advance(self) -> tuple[Migration, ...]:
+        """Move every migration on by what the queries' progress shows now; returns those still in progress.
+
+        The coordinator calls this on its own cadence; each transition goes to ``on_transition``.
+        """
         self.step()
+        return self.running_migrations()
+
+    def running_migrations(self) -> tuple[Migration, ...]:
+        """The migrations in progress, without advancing them."""
         with self._lock:
-            return tuple(self.migrations)
+            return tuple(self.migrations.values())
 
     def transient_memory(self, query: str, old: QuerySettings, new: QuerySettings, new_memory: float) -> float:
         """Extra state while both plans run: the new plan's, filling over the migration (``transient_cost``)."""
@@ -177,13 +186,13 @@ class GenMigApplier:
     def _begin(self, query: str, params: QueryParams) -> None:
         managed = self.manager.get(query)
         latest = self._latest(managed.query)
-        if latest is None:
-            raise RuntimeError(f"query {query!r} has not completed a batch yet; GenMig needs its position")
+        if latest is None:  # expected right after a start: the next batch brings it
+            raise NotReady(f"query {query!r} has not completed a batch yet; GenMig needs its position")
         origins = self._origins(managed.params)
         positions = {stream: origins[stream] + seconds for stream, seconds in self._positions(latest).items()}
-        if not positions or set(positions) != set(origins):
-            raise RuntimeError(f"query {query!r}: GenMig needs the event-time offsets of every source "
-                               f"(armd-synthetic); found {sorted(positions)} of {sorted(origins)}")
+        if not positions or set(positions) != set(origins):  # no batch will change what the sources' offsets are
+            raise PermanentError(f"query {query!r}: GenMig needs the event-time offsets of every source "
+                                 f"(armd-synthetic); found {sorted(positions)} of {sorted(origins)}")
         span = max(float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (managed.params, params))
         t_split = split_time(positions, span, self.epsilon, unit=self.time_unit_seconds)
         reference = str(_hint(managed, managed.params, "reference_point", DEFAULT_REFERENCE_POINT))
@@ -258,14 +267,16 @@ class GenMigApplier:
                     self._record(migration.to(FAILED, migration.started or 0.0, f"{type(exc).__name__}: {exc}"))
 
     def _advance(self, query: str, migration: Migration) -> None:
+        """Read the two facts of ``migrations.genmig.next_state`` off the runs' progress and take the transitions it says."""
         old, managed = self._old[query], self.manager.get(query)
         if migration.state == RUNNING:
             latest = self._latest(managed.query)
             if latest is not None:
                 origins = self._origins(managed.params)
-                positions = {s: origins[s] + v for s, v in self._positions(latest).items()}
-                if passed_split(positions, migration.t_split, list(origins)):
-                    migration = migration.to(DRAINING, max(positions.values()), "the new plan has read past T_split")
+                new_read = {s: origins[s] + v for s, v in self._positions(latest).items()}
+                new_passed = passed_split(new_read, migration.t_split, list(origins))
+                if next_state(migration, new_passed_split=new_passed, old_done=False) == DRAINING:
+                    migration = migration.to(DRAINING, max(new_read.values()), "the new plan has read past T_split")
                     self._record(migration)
         if migration.state == DRAINING:
             latest = self._latest(old.query)
@@ -276,7 +287,7 @@ class GenMigApplier:
                 done, note = passed_split(read, migration.t_split, list(origins)), "it had read past T_split"
             else:
                 done, note = old_plan_done(watermark, migration.t_split), "its watermark passed T_split"
-            if done or not old.query.isActive:
+            if next_state(migration, new_passed_split=True, old_done=done or not old.query.isActive) == DONE:
                 self.manager.end_run(old)
                 del self._old[query]
                 self._record(migration.to(DONE, watermark or migration.t_split, f"old plan stopped after {note}"))

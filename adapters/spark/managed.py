@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from armd.control.errors import PermanentError
 from armd.control.ports import EventRecord, QuerySettings
 
 from .sinks import BatchSink, BatchWriter, Keep
@@ -129,6 +130,10 @@ class ManagedSpec:
         load_builder(self.builder)
 
 
+class UnknownQuery(PermanentError, LookupError):
+    """No managed query of that name: retrying cannot help until the configuration registers it."""
+
+
 def load_builder(ref: str) -> Builder:
     """The function named by ``"module:function"``; raises ``LookupError`` saying what is wrong."""
     module_name, sep, attr = str(ref).partition(":")
@@ -222,7 +227,7 @@ class QueryManager:
                 return self._queries[name]
             except KeyError:
                 known = ", ".join(sorted(self._queries)) or "none"
-                raise LookupError(f"no managed query {name!r}; registered: {known}") from None
+                raise UnknownQuery(f"no managed query {name!r}; registered: {known}") from None
 
     def names(self) -> list[str]:
         with self._lock:
@@ -336,6 +341,11 @@ def _last_batch(query: StreamingQuery) -> int | None:
 
 class NaiveRestartApplier:
     """Applies new settings by stopping the query and restarting it on a fresh checkpoint. LOSSY.
+
+    A plain ``control.ports.Applier``: it finishes within ``apply`` and holds
+    no extra state (the old state is dropped), so it offers neither
+    ``LiveApplier`` nor ``ResumableApplier``. A query it does not know raises
+    ``UnknownQuery`` (a ``PermanentError``).
 
     What is lost: the new run starts from the source's *latest* offsets (or
     its configured starting offsets) with empty state. Window contents of the

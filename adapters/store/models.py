@@ -235,6 +235,45 @@ class Lease(Base):
     expires_at: Mapped[datetime]
 
 
+class DesiredSettingsRow(Base):
+    """What the control cycle wants one query to run with (``control.ports.DesiredSettings``)."""
+
+    __tablename__ = "desired_settings"
+
+    query: Mapped[str] = mapped_column(String(200), primary_key=True)
+    plan_version: Mapped[int] = mapped_column(BigInteger)
+    settings: Mapped[dict[str, Any]]
+    join_order: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
+    may_start: Mapped[bool] = mapped_column(Boolean)
+    recommend_only: Mapped[bool] = mapped_column(Boolean)
+    decision_id: Mapped[str | None] = mapped_column(String(64))
+    at: Mapped[datetime | None]
+    reason: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    """Why (``DesiredSettings.reason``): the join-order policy's choice, recorded with the migration when applied."""
+
+
+class ActualStateRow(Base):
+    """What the reconciler reports one query runs with (``control.ports.ActualState``)."""
+
+    __tablename__ = "actual_states"
+    __table_args__ = (
+        CheckConstraint("phase IN ('steady', 'migrating', 'retrying', 'failed')", name="ck_actual_states_phase"),
+    )
+
+    query: Mapped[str] = mapped_column(String(200), primary_key=True)
+    plan_version: Mapped[int] = mapped_column(BigInteger)
+    settings: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    phase: Mapped[str] = mapped_column(String(16))
+    join_order: Mapped[Any | None] = mapped_column(JSON(none_as_null=True))
+    migration_state: Mapped[str | None] = mapped_column(String(50))
+    target_version: Mapped[int | None] = mapped_column(BigInteger)
+    attempts: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    retry_at: Mapped[datetime | None]
+    extra_state_bytes: Mapped[float | None] = mapped_column(Float)
+    at: Mapped[datetime | None]
+
+
 # The views, for reading only; created by the Alembic revisions, never by metadata.create_all.
 views = MetaData()
 

@@ -39,7 +39,8 @@ from armd.adapters.store import lease as leases
 from armd.adapters.store import models as m
 from armd.adapters.store.classify import UPGRADE_HINT, classify, one_line
 from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreUnavailable
-from armd.control.ports import DecisionRecord, EstimateRow, EventRecord, NodeRow, Observation, QueryRow, QuerySettings, StreamRow
+from armd.control.ports import (ACTUAL_PHASES, ActualState, DecisionRecord, DesiredSettings, EstimateRow, EventRecord, NodeRow,
+                                Observation, QueryRow, QuerySettings, StreamRow)
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 CALL_TIMEOUT_SECONDS = 5.0
@@ -501,6 +502,46 @@ class SqlStore:
 
         return self._call(run)
 
+    # ------------------------------------------------- desired and actual
+
+    def write_desired(self, rows: Sequence[DesiredSettings]) -> None:
+        """Upsert one ``desired_settings`` row per query in ``rows``; other queries keep theirs."""
+        values = [{"query": r.query, "plan_version": int(r.plan_version), "settings": _json_value(r.settings.as_json()),
+                   "join_order": _json_value(r.join_order), "may_start": bool(r.may_start),
+                   "recommend_only": bool(r.recommend_only),
+                   "decision_id": None if r.decision_id is None else str(r.decision_id),
+                   "at": _utc(r.at) if r.at is not None else None, "reason": _json_value(dict(r.reason))} for r in rows]
+        self._call(lambda session: _upsert(session, m.DesiredSettingsRow, values))
+
+    def desired_settings(self) -> dict[str, DesiredSettings]:
+        def run(session: Session) -> dict[str, DesiredSettings]:
+            return {r.query: DesiredSettings(r.query, int(r.plan_version), _settings(r.settings), r.join_order, bool(r.may_start),
+                                             bool(r.recommend_only), r.decision_id, r.at, r.reason or {})
+                    for r in session.scalars(select(m.DesiredSettingsRow))}
+
+        return self._call(run)
+
+    def write_actual(self, state: ActualState) -> None:
+        """Upsert the query's ``actual_states`` row."""
+        if state.phase not in ACTUAL_PHASES:
+            raise ValueError(f"actual phase {state.phase!r} is not one of {', '.join(ACTUAL_PHASES)}")
+        value = {"query": state.query, "plan_version": int(state.plan_version),
+                 "settings": None if state.settings is None else _json_value(state.settings.as_json()), "phase": state.phase,
+                 "join_order": _json_value(state.join_order), "migration_state": state.migration_state,
+                 "target_version": state.target_version, "attempts": int(state.attempts), "error": state.error,
+                 "retry_at": _utc(state.retry_at) if state.retry_at is not None else None,
+                 "extra_state_bytes": state.extra_state_bytes, "at": _utc(state.at) if state.at is not None else None}
+        self._call(lambda session: _upsert(session, m.ActualStateRow, [value]))
+
+    def actual_states(self) -> dict[str, ActualState]:
+        def run(session: Session) -> dict[str, ActualState]:
+            return {r.query: ActualState(
+                r.query, int(r.plan_version), None if r.settings is None else _settings(r.settings), r.phase, r.join_order,
+                r.migration_state, None if r.target_version is None else int(r.target_version), int(r.attempts), r.error,
+                r.retry_at, r.extra_state_bytes, r.at) for r in session.scalars(select(m.ActualStateRow))}
+
+        return self._call(run)
+
     # ----------------------------------------------------------------- reads
 
     def status(self) -> dict[str, Any]:
@@ -676,6 +717,17 @@ _QUERY_COLUMNS = tuple(m.Query.__table__.columns.keys())
 def _last_decision(session: Session) -> dict[str, Any] | None:
     row = session.scalars(select(m.Decision).order_by(m.Decision.at.desc(), m.Decision.id.desc()).limit(1)).first()
     return _row_dict(row, _DECISION_COLUMNS) if row is not None else None
+
+
+def _upsert(session: Session, model: Any, values: Sequence[dict[str, Any]]) -> None:
+    """Insert or replace rows of a table keyed by ``query`` (the same on SQLite and PostgreSQL)."""
+    for value in values:
+        row = session.get(model, value["query"])
+        if row is None:
+            session.add(model(**value))
+        else:
+            for key, item in value.items():
+                setattr(row, key, item)
 
 
 def _settings(doc: Mapping[str, Any]) -> QuerySettings:

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -30,6 +31,7 @@ AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 EVENT = EventRecord(AT, "bound_exceeded", "warning", "measured state 300,000 B is over the memory bound", "q1", {"measured_state_bytes": 3e5})
 
 
+from support.fakes import apply
 from support.receiver import Receiver, receiver  # noqa: F401 - receiver is a fixture
 
 
@@ -296,10 +298,11 @@ def test_measured_state_over_the_bound_raises_bound_exceeded_once(controlled: An
 def test_an_estimate_far_from_the_measurement_is_raised_only_once_the_windows_are_full(controlled: Any) -> None:
     controller, source, sink, now, store = controlled
     controller.decide()
-    controller.apply()
+    apply(controller)
     kinds = [e["kind"] for e in store.events()]
     assert kinds.count("migration_started") == kinds.count("migration_finished") == 3
-    window = max(controller.running["clicks_per_view"].windows.values()) * controller.config.model.time_unit_seconds
+    in_force = store.actual_states()["clicks_per_view"].settings  # what the reconciler reports; the controller reads it too
+    window = max(in_force.windows.values()) * controller.config.model.time_unit_seconds
     source.next = Observation(AT, streams("clicks", "views", "orders"), [QueryMetrics("clicks_per_view", 1, 1)])
     controller.observe()
     assert sink.kinds() == []  # the windows are still filling: 1 B is no contradiction yet
@@ -313,14 +316,16 @@ def test_an_estimate_far_from_the_measurement_is_raised_only_once_the_windows_ar
 def test_no_estimate_mismatch_while_the_query_migrates_live(controlled: Any) -> None:
     controller, source, sink, now, store = controlled
     controller.decide()
-    controller.apply()
-    window = max(controller.running["clicks_per_view"].windows.values()) * controller.config.model.time_unit_seconds
+    apply(controller)
+    in_force = store.actual_states()["clicks_per_view"].settings  # what the reconciler reports; the controller reads it too
+    window = max(in_force.windows.values()) * controller.config.model.time_unit_seconds
     now[0] = AT + timedelta(seconds=window + 1)
-    controller._open_migrations["clicks_per_view"] = ({"id": 1}, {}, {})  # as a GenMig migration that still runs
+    steady = store.actual_states()["clicks_per_view"]
+    store.write_actual(replace(steady, phase="migrating", migration_state="running"))  # as a GenMig migration that still runs
     source.next = Observation(AT, streams("clicks", "views", "orders"), [QueryMetrics("clicks_per_view", 1, 1)])
     controller.observe()
     assert sink.kinds() == []  # both plans hold state while it migrates: no steady state to compare with
-    del controller._open_migrations["clicks_per_view"]
+    store.write_actual(steady)
     controller.observe()
     assert sink.kinds() == [("estimate_mismatch", "clicks_per_view")]
 

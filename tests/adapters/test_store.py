@@ -23,8 +23,10 @@ from support.netproxy import Proxy
 
 from armd.adapters.store import SchemaOutdated, SqlStore, StoreError, StoreUnavailable, redact_url
 from armd.control.ports import (
+    ActualState,
     BatchProgress,
     DecisionRecord,
+    DesiredSettings,
     EstimateRow,
     EventRecord,
     NodeRow,
@@ -37,7 +39,8 @@ from armd.control.ports import (
 )
 
 T0 = datetime(2025, 11, 22, 12, 0, tzinfo=timezone.utc)
-TABLES = {"streams", "queries", "plan_nodes", "observations", "batches", "estimates", "decisions", "migrations", "events", "leases"}
+TABLES = {"streams", "queries", "plan_nodes", "observations", "batches", "estimates", "decisions", "migrations", "events",
+          "leases", "desired_settings", "actual_states"}
 VIEWS = {"query_overview", "recent_decisions", "open_migrations", "recent_alerts"}
 
 
@@ -185,6 +188,37 @@ def test_query_status_and_settings_round_trip(store: SqlStore) -> None:
 
 
 # ------------------------------------------------------------------ history
+
+
+def test_desired_settings_are_upserted_per_query_and_read_back(store: SqlStore, store_url: str) -> None:
+    assert store.desired_settings() == {}
+    first = DesiredSettings("q1", 1, settings(), join_order=["A", ["B", "C"]], may_start=False, decision_id="7", at=T0)
+    other = DesiredSettings("q2", 3, settings(0.5), recommend_only=True, at=T0)
+    store.write_desired([first, other])
+    assert store.desired_settings() == {"q1": first, "q2": other}
+    newer = DesiredSettings("q1", 2, settings(0.9), at=T0 + timedelta(seconds=5))
+    store.write_desired([newer])  # q2 keeps its row
+    assert store.desired_settings() == {"q1": newer, "q2": other}
+    assert plain_sql(store_url, "SELECT query, plan_version FROM desired_settings ORDER BY query") == [
+        {"query": "q1", "plan_version": 2}, {"query": "q2", "plan_version": 3}]
+
+
+def test_actual_states_are_upserted_per_query_and_read_back(store: SqlStore, store_url: str) -> None:
+    assert store.actual_states() == {}
+    steady = ActualState("q1", 2, settings(), "steady", join_order=["A", "B"], at=T0)
+    waiting = ActualState("q2", 0, None, "retrying", target_version=1, attempts=3, error="cluster busy",
+                          retry_at=T0 + timedelta(seconds=8), at=T0)
+    store.write_actual(steady)
+    store.write_actual(waiting)
+    assert store.actual_states() == {"q1": steady, "q2": waiting}
+    migrating = ActualState("q1", 3, settings(0.6), "migrating", migration_state="draining", target_version=3,
+                            extra_state_bytes=1234.5, at=T0 + timedelta(seconds=9))
+    store.write_actual(migrating)
+    assert store.actual_states()["q1"] == migrating
+    assert plain_sql(store_url, "SELECT query, phase, attempts FROM actual_states ORDER BY query") == [
+        {"query": "q1", "phase": "migrating", "attempts": 0}, {"query": "q2", "phase": "retrying", "attempts": 3}]
+    with pytest.raises(ValueError, match="steady, migrating, retrying, failed"):
+        store.write_actual(ActualState("q1", 3, None, "sleeping"))
 
 
 def test_records_show_in_query_overview(store: SqlStore, store_url: str) -> None:

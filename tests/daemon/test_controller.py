@@ -12,7 +12,9 @@ import pytest
 from structlog.testing import capture_logs
 from armd.daemon.config import load_config
 from armd.control.ports import QueryMetrics
-from support.fakes import CONFIG, PLAN, Applier, make, cycle
+from datetime import timedelta
+
+from support.fakes import CONFIG, PLAN, Applier, apply, apply_side, cycle, make, use_applier
 
 
 def test_a_cycle_observes_decides_applies_and_records(tmp_path):
@@ -40,7 +42,7 @@ def test_a_tick_observes_then_decides_and_writes_the_desired_settings(tmp_path):
     (rows,) = store.of("desired")
     assert {row.query for row in rows} == {"clicks_per_view", "clicks_per_second", "big_orders"}
     assert {row.decision_id for row in rows} == {store.of("decision")[0].id}
-    controller.apply()  # until the reconciler lands, the apply step puts them into force
+    apply(controller)  # the reconciler reads them from the store and puts them into force
     assert set(store.settings) == {row.query for row in rows}
 
 
@@ -73,6 +75,8 @@ def test_dry_run_decides_and_records_but_applies_nothing(tmp_path):
         cycle(controller, clock)
     assert store.of("decision") and all(d.dry_run and not d.applied for d in store.of("decision"))
     assert applier.applied == [] and store.of("settings") == [] and store.of("migration") == []
+    assert store.desired and all(d.recommend_only for d in store.desired.values())  # recommendations, shown only
+    assert store.actual == {}
 
 
 def test_one_query_failing_to_apply_does_not_stop_the_others(tmp_path):
@@ -80,14 +84,40 @@ def test_one_query_failing_to_apply_does_not_stop_the_others(tmp_path):
     with capture_logs() as logs:
         cycle(controller, clock)
     assert {q for q, _ in applier.applied} == {"clicks_per_second", "big_orders"}
-    assert controller.counters["query_errors"] == 1
-    assert [e.kind for e in alerts.events] == ["apply_failed"] and alerts.events[0].query == "clicks_per_view"
-    assert any(line["event"] == "apply_failed" and line["query"] == "clicks_per_view" for line in logs)
+    assert apply_side(controller).counters["query_errors"] == 1
+    # An unexpected error may pass: recorded and retried with backoff; alerted only when the query gives up.
+    assert alerts.events == []
+    assert any(line["event"] == "apply_retrying" and line["query"] == "clicks_per_view" for line in logs)
     assert [state for _, state in store.of("migration_update")].count("failed") == 1
+    retrying = store.actual["clicks_per_view"]
+    assert retrying.phase == "retrying" and retrying.attempts == 1 and "cluster refused" in retrying.error
+    assert retrying.retry_at == clock.now + timedelta(seconds=controller.config.apply.retry_initial_seconds)
     applier.failing.clear()
     clock.advance(1)
-    controller.apply()  # the failed change is retried
+    apply(controller)  # the failed change is retried
     assert "clicks_per_view" in store.settings
+    assert store.actual["clicks_per_view"].phase == "steady"
+
+
+def test_a_permanent_apply_error_marks_only_its_query_failed_and_alerts_once(tmp_path):
+    from support.fakes import permanent
+
+    controller, store, applier, alerts, clock = make(tmp_path)
+    applier.raising["clicks_per_view"] = permanent("clicks_per_view")
+    for _ in range(5):
+        cycle(controller, clock)
+    # Tried once per desired version (a later decision may ask for other settings: a newer version), never retried.
+    versions = store.desired["clicks_per_view"].plan_version
+    assert applier.attempts.count("clicks_per_view") == versions
+    assert store.statuses["clicks_per_view"] == "failed" and store.actual["clicks_per_view"].phase == "failed"
+    assert store.actual["clicks_per_view"].target_version == versions
+    assert [(e.kind, e.query) for e in alerts.events] == [("apply_failed", "clicks_per_view")] * versions
+    for _ in range(3):  # nothing newer asked: nothing tried
+        clock.advance(100)
+        apply(controller)
+    assert applier.attempts.count("clicks_per_view") == versions
+    assert {q for q, _ in applier.applied} == {"clicks_per_second", "big_orders"}
+    assert {store.actual[q].phase for q in ("clicks_per_second", "big_orders")} == {"steady"}
 
 
 def test_records_wait_while_the_store_is_down_and_none_is_lost(tmp_path):
@@ -121,8 +151,16 @@ def test_a_query_that_cannot_fit_even_at_its_minimum_is_rejected(tmp_path):
 
 def test_changes_applied_while_the_store_is_down_keep_their_own_migration_rows(tmp_path):
     controller, store, applier, _, clock = make(tmp_path)
-    store.down = True
-    cycle(controller, clock)  # decides and applies all three queries into the backlog
+    read = store.desired_settings
+
+    def read_then_fail():  # the store goes down right after the reconciler has read what to apply
+        rows = read()
+        store.down = bool(rows)  # (the decision reads none before it writes them)
+        return rows
+
+    store.desired_settings = read_then_fail
+    cycle(controller, clock)  # decides, and applies all three queries into the backlog
+    store.desired_settings = read
     assert len(applier.applied) == 3 and store.of("migration") == []
     store.down = False
     cycle(controller, clock)
@@ -168,7 +206,7 @@ def test_measured_selectivities_are_smoothed_and_rebuild_the_model(tmp_path):
 
 
 class GenMigLike(Applier):
-    """Reports transitions like GenMigApplier: running at apply, draining and done on later steps."""
+    """Reports transitions like GenMigApplier: running at apply, draining and done on the next advances."""
 
     name = "genmig"
 
@@ -176,26 +214,31 @@ class GenMigLike(Applier):
         super().__init__(source)
         self.controller, self.live = controller, {}
 
+    def report(self, migration):
+        apply_side(self.controller).coordinator.transition(migration)
+
     def apply(self, query, old, new):
         from armd.migrations.genmig import Migration
 
         super().apply(query, old, new)
         if old is not None:
             self.live[query] = Migration(query, "genmig", {}, {}).to("running", 1.0, "started", t_split=5.0)
-            self.controller.migration_transition(self.live[query])
+            self.report(self.live[query])
         return "genmig"
 
-    def migrating(self):
-        now = self.controller.clock()
-        if getattr(self, "stepped_at", None) == now:  # a migration moves on with time, once per apply step here
-            return tuple(self.live)
-        self.stepped_at = now
-        for query, m in list(self.live.items()):
+    def advance(self):
+        for query, m in list(self.live.items()):  # a migration moves on with time, once per advance here
             m = self.live[query] = m.to("draining" if m.state == "running" else "done", 2.0, "step")
-            self.controller.migration_transition(m)
+            self.report(m)
             if m.final:
                 del self.live[query]
-        return tuple(self.live)
+        return tuple(self.live.values())
+
+    def running_migrations(self):
+        return tuple(self.live.values())
+
+    def transient_memory(self, query, old, new, new_memory):
+        return 0.0
 
 
 class LiveApplier(GenMigLike):
@@ -207,7 +250,7 @@ class LiveApplier(GenMigLike):
 
 def test_a_live_migration_stays_open_until_the_applier_reports_it_done(tmp_path):
     controller, store, _, _, clock = make(tmp_path, memory=100_000)
-    controller.applier = GenMigLike(controller.source, controller)
+    coordinator = use_applier(controller, GenMigLike(controller.source, controller)).coordinator
     cycle(controller, clock)  # first starts: no old plan, finished at once
     assert [s for _, s in store.of("migration_update")] == ["done"] * 3
     clock.advance(60)
@@ -217,11 +260,14 @@ def test_a_live_migration_stays_open_until_the_applier_reports_it_done(tmp_path)
     cycle(controller, clock)
     updates = [s for _, s in store.of("migration_update")][3:]
     assert "running" in updates and "done" not in updates  # started, not finished within apply
-    assert controller._open_migrations
+    assert coordinator.in_progress()
+    assert {store.actual[q].phase for q in coordinator.in_progress()} == {"migrating"}
+    assert {store.actual[q].migration_state for q in coordinator.in_progress()} == {"running"}
     for _ in range(3):
         cycle(controller, clock)
     updates = [s for _, s in store.of("migration_update")][3:]
-    assert updates.count("draining") == updates.count("done") >= 1 and not controller._open_migrations
+    assert updates.count("draining") == updates.count("done") >= 1 and not coordinator.in_progress()
+    assert {a.phase for a in store.actual.values()} == {"steady"}
     finished = [e for e in store.of("event") if e.kind == "migration_finished" and e.details.get("t_split") is not None]
     assert finished and "step" in finished[0].message
 
@@ -250,10 +296,11 @@ def stored_migration(id_, query, live=True):
 
 def test_a_restarted_daemon_hands_open_live_migrations_back_to_the_applier(tmp_path):
     controller, store, _, _, clock = make(tmp_path)
-    applier = controller.applier = Resumable(controller.source, controller, gone={"clicks_per_second"})
+    applier = Resumable(controller.source, controller, gone={"clicks_per_second"})
+    coordinator = use_applier(controller, applier).coordinator
     store.open = [stored_migration(7, "big_orders"), stored_migration(8, "clicks_per_view", live=False),
                   stored_migration(9, "clicks_per_second")]
-    assert controller.resume_migrations() == ("big_orders",)
+    assert coordinator.resume() == ("big_orders",)
     assert [(m.query, m.state, m.t_split) for m in applier.resumed] == [("big_orders", "running", 5.0)]
     # The two that cannot go on are closed as failed, saying why; their queries start like any other.
     assert store.of("migration_update") == [(8, "failed"), (9, "failed")]
@@ -264,20 +311,22 @@ def test_a_restarted_daemon_hands_open_live_migrations_back_to_the_applier(tmp_p
     for _ in range(2):
         cycle(controller, clock)
     assert (7, "draining") in store.of("migration_update") and (7, "done") in store.of("migration_update")
-    assert not controller._open_migrations
+    assert not coordinator.open
 
 
 def test_with_the_store_down_at_start_nothing_is_resumed_and_nothing_fails(tmp_path):
     controller, store, _, _, _ = make(tmp_path)
-    controller.applier = Resumable(controller.source, controller)
+    applier = Resumable(controller.source, controller)
+    coordinator = use_applier(controller, applier).coordinator
     store.open, store.down = [stored_migration(7, "big_orders")], True
-    assert controller.resume_migrations() == ()
-    assert not controller.applier.resumed
+    assert coordinator.resume() == ()
+    assert not applier.resumed
 
 
 def test_live_migrations_whose_extra_state_would_break_the_bound_are_staged(tmp_path):
     controller, store, _, _, clock = make(tmp_path, memory=100_000)
-    applier = controller.applier = LiveApplier(controller.source, controller)
+    applier = LiveApplier(controller.source, controller)
+    use_applier(controller, applier)
     cycle(controller, clock)
     assert {q for q, _ in applier.applied} == {"clicks_per_view", "clicks_per_second", "big_orders"}  # starts: no old state
     applier.applied.clear()
