@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from armd.policies.staging import Staging, stage
 from armd.policies.trajectory import predict
 from armd.policies.triggers import RateTracker, decision_due
 
-from .model import Model, Setup, build_model, estimate_rows, fractions_of, key_match, longest_window, settings_of
+from .model import Model, Setup, build_model, estimate_rows, fractions_of, key_match, longest_window, same_settings, settings_of
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
@@ -432,3 +432,13 @@ def staged_events(staging: Staging, bound: float, at: datetime) -> list[EventRec
                    f"bound {bound:,.0f} B; no smaller step exists, so it runs alone" + (f"; {message}" if message else ""))
     return [EventRecord(at, "migrations_staged", "warning" if staging.over_bound else "info", message, None,
                         staging.as_json())]
+
+
+def not_asked_yet(rows: Sequence[DesiredSettings], desired: Mapping[str, DesiredSettings]) -> list[DesiredSettings]:
+    """``rows`` without those that repeat the last desired row of their query (same settings, order and flags): a new
+    version of the same request would restart the retries of a change that fails."""
+    def same(last: DesiredSettings | None, row: DesiredSettings) -> bool:
+        return (last is not None and same_settings(last.settings, row.settings) and json_safe(last.join_order) == json_safe(row.join_order)
+                and (last.recommend_only, last.may_start) == (row.recommend_only, row.may_start))
+
+    return [row for row in rows if not same(desired.get(row.query), row)]

@@ -117,6 +117,11 @@ def longest_window(plan: PlanSet, query: str, settings: QuerySettings) -> float:
     return max(sizes, default=0.0)
 
 
+def same_settings(a: QuerySettings | None, b: QuerySettings) -> bool:
+    """Whether ``b`` changes nothing that runs (window sizes and granularity) compared with ``a``."""
+    return a is not None and dict(a.windows) == dict(b.windows) and a.granularity == b.granularity
+
+
 def fractions_of(problem: Problem, running: Mapping[str, QuerySettings]) -> tuple[np.ndarray, np.ndarray]:
     """The fractions in force per query of ``problem`` (0 for a query not started yet)."""
     fw = np.array([running[q].fw if q in running else 0.0 for q in problem.queries])
@@ -139,6 +144,12 @@ def settings_of(problem: Problem, fw: np.ndarray, fg: np.ndarray) -> dict[str, Q
         q: QuerySettings(float(fw[i]), float(fg[i]), windows.get(i, {}), granularity.get(i), float(qos[i]))
         for i, q in enumerate(problem.queries)
     }
+
+
+def memory_of(problem: Problem, settings: Mapping[str, QuerySettings], stream_d: np.ndarray) -> tuple[float, dict[str, float]]:
+    """The estimated memory, in total and per query, with ``settings`` in force (queries without settings hold nothing)."""
+    outcome = problem.evaluate(*fractions_of(problem, settings), stream_d, with_qos=False)
+    return float(outcome.total_memory), {q: float(m) for q, m in zip(problem.queries, outcome.query_memory)}
 
 
 def estimate_rows(problem: Problem, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray) -> list[EstimateRow]:

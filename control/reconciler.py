@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping
 from armd.migrations.join import order_text
 
 from .coordinator import ApplyPorts, Coordinator, OpenMigration
+from .model import same_settings
 from .errors import NotReady, PermanentError, TemporaryError
 from .ports import ActualState, DesiredSettings, JoinOrders, LiveApplier, QuerySettings
 
@@ -48,11 +49,6 @@ class RetryPolicy:
         """Seconds to wait after the ``attempts``-th failed attempt (``hint``: the error's ``retry_after``)."""
         backoff = min(self.max_seconds, self.initial_seconds * 2 ** max(0, attempts - 1))
         return max(backoff, hint)
-
-
-def same_settings(a: QuerySettings | None, b: QuerySettings) -> bool:
-    """Whether ``b`` changes nothing that runs (window sizes and granularity) compared with ``a``."""
-    return a is not None and dict(a.windows) == dict(b.windows) and a.granularity == b.granularity
 
 
 class Reconciler:

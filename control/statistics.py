@@ -30,11 +30,12 @@ batches are the engine's own report, stored for calibration as they came.
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from .ports import Observation, QueryMetrics, StreamStats
+from .ports import EventRecord, Observation, QueryMetrics, StreamStats
 
 
 @dataclass(frozen=True)
@@ -144,3 +145,10 @@ def _query(q: QueryMetrics) -> tuple[list[Rejection], QueryMetrics]:
         if len(kept) != len(values):
             changes[field] = kept
     return out, (replace(q, **changes) if changes else q)
+
+
+def rejected_event(at: datetime, rejected: Sequence[Rejection]) -> EventRecord:
+    """The ``statistics_rejected`` warning for one observation's rejections (the first five named in the message)."""
+    named = "; ".join(f"{r.subject} {r.name} {r.field} = {r.as_json()['value']} (must be {r.reason})" for r in rejected[:5])
+    return EventRecord(at, "statistics_rejected", "warning", f"{len(rejected)} statistics outside their domain were dropped: {named}",
+                       None, {"rejected": [r.as_json() for r in rejected]})

@@ -28,17 +28,15 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-import numpy as np
 
-from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, observe, orders_for_model
+from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, not_asked_yet, observe, orders_for_model
 from armd.control.errors import TemporaryError
-from armd.control.model import build_model, fractions_of
+from armd.control.model import build_model, memory_of
 from armd.control.outbox import Outbox
 from armd.control.ports import (AlertSink, Applier, DesiredSettings, EventRecord, JoinOrders, LiveApplier, QuerySettings,
                                 StatsSource, Store)
-from armd.control.reconciler import same_settings
 from armd.control.records import json_safe
-from armd.control.statistics import screen
+from armd.control.statistics import rejected_event, screen
 from armd.policies.problem import Problem
 
 from .config import Config
@@ -96,12 +94,12 @@ class Controller:
         self._install(config)
         if queries_changed:
             self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
-        self._event("config_reloaded", "info", f"configuration reloaded (queries changed: {queries_changed}, "
+        self.emit("config_reloaded", "info", f"configuration reloaded (queries changed: {queries_changed}, "
                     f"bounds changed: {self.changes.bounds})", None)
 
     def reject_reload(self, message: str) -> None:
         """A reload that could not be taken: the old configuration stays."""
-        self._event("config_reload_failed", "error", f"configuration not reloaded, the old one stays: {message}", None)
+        self.emit("config_reload_failed", "error", f"configuration not reloaded, the old one stays: {message}", None)
 
     def _read(self, step: str, method: str) -> dict[str, Any]:
         """What the store holds (settings in force, desired settings), read back at start; nothing while it is down."""
@@ -122,15 +120,7 @@ class Controller:
                 unreadable[query] = exc
         return orders, unreadable
 
-    # --- the views the applying side reads ------------------------------------------------------
-
-    @property
-    def full_problem(self) -> Problem:
-        return self.model.full
-
-    @property
-    def plan_d(self) -> np.ndarray:
-        return self.model.plan_d
+    # --- views -------------------------------------------------------------------------------
 
     @property
     def admitted(self) -> list[str]:
@@ -186,9 +176,7 @@ class Controller:
         observation, rejected = screen(observation)  # values outside their domain never reach the model or the store
         if rejected:
             self.counters["statistics_rejected"] += 1
-            self._event("statistics_rejected", "warning", f"{len(rejected)} statistics outside their domain were dropped: " + "; ".join(
-                f"{r.subject} {r.name} {r.field} = {r.as_json()['value']} (must be {r.reason})" for r in rejected[:5]), None,
-                {"rejected": [r.as_json() for r in rejected]})
+            self._raise(rejected_event(at, rejected))
         observed = observe(self.setup, self.model, self.state, observation, at=at, now=self._units(at), running=self.running,
                            changed_at=self.changed_at, migrating=frozenset(self.migrating))
         self.state = observed.state
@@ -223,9 +211,9 @@ class Controller:
         for verdict in tick.admissions:
             query, status = verdict.query, "active" if verdict.admitted else "rejected"
             if verdict.admitted:
-                self._event("query_admitted", "info", verdict.reason, query)
+                self.emit("query_admitted", "info", verdict.reason, query)
             else:
-                self._event("query_rejected", "warning", verdict.reason, query,
+                self.emit("query_rejected", "warning", verdict.reason, query,
                             {"memory_shortfall_bytes": verdict.memory_shortfall, "cpu_shortfall": verdict.cpu_shortfall})
             self._record("status", lambda q=query, s=status, r=verdict.reason: self.store.set_query_status(q, s, at, r))
 
@@ -245,33 +233,24 @@ class Controller:
         for event in tick.events:
             self._raise(event, policy=record.policy)
         self.counters["decisions"] += 1
-        desired = [row for row in tick.desired if not self._asked_already(row)]
+        desired = not_asked_yet(tick.desired, self.desired)
         if desired:
             self.desired.update({row.query: row for row in desired})
             self._record("desired", lambda: self.store.write_desired(desired))
 
-    def _asked_already(self, row: DesiredSettings) -> bool:
-        """The same settings and order were desired last time: a new version would restart the retries of one that fails."""
-        last = self.desired.get(row.query)
-        return (last is not None and same_settings(last.settings, row.settings) and json_safe(last.join_order) == json_safe(row.join_order)
-                and last.recommend_only == row.recommend_only and last.may_start == row.may_start)
-
     def report(self, event: EventRecord) -> None:
         """Log, record and (for warnings and errors) alert an event an adapter made, e.g. a lossy restart."""
-        self._event(event.kind, event.severity, event.message, event.query, dict(event.details or {}))
+        self.emit(event.kind, event.severity, event.message, event.query, dict(event.details or {}))
 
     def query_terminated(self, query: str, error: str) -> None:
         """A Spark query stopped with an error (the Spark adapter reports it here); logged, recorded and alerted."""
         self.counters["query_errors"] += 1
-        self._event("query_terminated", "error", f"Spark query {query!r} terminated with an error: {error}", query,
+        self.emit("query_terminated", "error", f"Spark query {query!r} terminated with an error: {error}", query,
                     {"error": self.config.redact(error)})
 
     def estimate_memory(self, settings: dict[str, QuerySettings]) -> tuple[float, dict[str, float]]:
-        """The cost model's memory (total, per query) with ``settings`` in force at the rates of the moment; the
-        migration coordinator stages held-back changes with it (queries without settings hold nothing)."""
-        outcome = self.problem.evaluate(*fractions_of(self.problem, settings), self.model.current_d(self.state.rates),
-                                        with_qos=False)
-        return float(outcome.total_memory), {q: float(m) for q, m in zip(self.problem.queries, outcome.query_memory)}
+        """The model's memory (total, per query) with ``settings`` in force now; the coordinator stages with it."""
+        return memory_of(self.problem, settings, self.model.current_d(self.state.rates))
 
     # --- housekeeping --------------------------------------------------------------------------
 
@@ -296,19 +275,14 @@ class Controller:
 
     def note(self, kind: str, message: str, details: dict[str, Any] | None = None) -> None:
         """Record an informational event (the daemon started, stopped, …)."""
-        self._event(kind, "info", message, None, details)
-
-    def emit(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None,
-             *, alert: bool = True, **fields: Any) -> None:
-        """An event of the applying side (the daemon wires it as the reconciler's ``emit``): like the controller's own."""
-        self._event(kind, severity, message, query, details, alert=alert, **fields)
+        self.emit(kind, "info", message, None, details)
 
     def _raise(self, event: EventRecord, **fields: Any) -> None:
         """An event the cycle returned: logged, recorded and alerted like the controller's own."""
-        self._event(event.kind, event.severity, event.message, event.query, dict(event.details), **fields)
+        self.emit(event.kind, event.severity, event.message, event.query, dict(event.details), **fields)
 
-    def _event(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None,
-               *, alert: bool = True, **fields: Any) -> None:
+    def emit(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None,
+             *, alert: bool = True, **fields: Any) -> None:
         """Log (with ``fields`` bound, e.g. ``policy``, ``migration``), record and — when it is a warning or an error — alert."""
         event = EventRecord(self.clock(), kind, severity, self.config.redact(message), query, json_safe(details or {}))
         getattr(self.log, severity)(kind, query=query, message=event.message, **{k: v for k, v in fields.items() if v is not None})
@@ -318,4 +292,4 @@ class Controller:
 
     def _fail(self, kind: str, message: str, query: str | None, exc: Exception) -> None:
         self.counters["query_errors" if query else "errors"] += 1
-        self._event(kind, "error", message, query, {"error_type": type(exc).__name__})
+        self.emit(kind, "error", message, query, {"error_type": type(exc).__name__})

@@ -185,7 +185,7 @@ def test_settings_in_force_estimated_over_the_bound_trigger_a_decision(tmp_path)
 def test_measured_selectivities_are_smoothed_and_rebuild_the_model(tmp_path):
     controller, store, _, _, clock = make(tmp_path, threshold=0.5)
     join = controller.config.plan.queries["clicks_per_view"]
-    assert controller.full_problem.plan.nodes[join].sel == 0.01
+    assert controller.model.full.plan.nodes[join].sel == 0.01
     cycle(controller, clock)
     observe = controller.source.observe
 
@@ -199,7 +199,7 @@ def test_measured_selectivities_are_smoothed_and_rebuild_the_model(tmp_path):
         cycle(controller, clock)
     triggers = [d.trigger for d in store.of("decision")]
     assert triggers[-1].startswith("measured selectivity of 1 node(s) moved past the threshold: clicks_per_view=0.05"), triggers
-    assert controller.full_problem.plan.nodes[join].sel == pytest.approx(0.05)
+    assert controller.model.full.plan.nodes[join].sel == pytest.approx(0.05)
     assert store.of("decision")[-1].estimated_cpu > before  # five times the join results to process downstream
     cycle(controller, clock)
     assert len(store.of("decision")) == len(triggers)  # the same measurement again moves nothing

@@ -189,9 +189,9 @@ def test_the_cost_model_estimates_the_join_in_the_order_it_runs(tmp_path):
     plan, profile = controller.config.plan, controller.config.model.profile
 
     def memory(c) -> float:  # the controller's estimate of the query at the plan's rates
-        problem = c.full_problem
+        problem = c.model.full
         n = len(problem.queries)
-        outcome = problem.evaluate(np.zeros(n), np.zeros(n), c.plan_d, with_qos=False)
+        outcome = problem.evaluate(np.zeros(n), np.zeros(n), c.model.plan_d, with_qos=False)
         return float(outcome.query_memory[problem.queries.index("triple")])
 
     step(controller, clock)

@@ -23,7 +23,7 @@ from armd.daemon.config import load_config
 from armd.control.errors import NotReady, PermanentError, TemporaryError
 from armd.control.reconciler import Reconciler
 from armd.daemon.controller import Controller
-from armd.daemon.service import apply_side as apply_side_of
+from armd.daemon.wiring import apply_side as apply_side_of
 from armd.control.ports import ActualState, DesiredSettings, QuerySettings
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -227,7 +227,7 @@ _APPLY_SIDES: "weakref.WeakKeyDictionary[Controller, Reconciler]" = weakref.Weak
 
 
 def use_applier(controller: Controller, applier, join_orders=None) -> Reconciler:
-    """Wire the applying side on ``applier`` beside ``controller`` as the daemon does (``service.apply_side``);
+    """Wire the applying side on ``applier`` beside ``controller`` as the daemon does (``wiring.apply_side``);
     the controller keeps the applier for staging."""
     controller.applier = applier
     reconciler = _APPLY_SIDES[controller] = apply_side_of(controller, applier, join_orders)

@@ -28,7 +28,7 @@ from support.daemon import armd, log_events, run_for
 
 from armd.adapters.spark.source import Arrivals, SourceOptions, schedule_json
 from armd.daemon.config import load_config
-from armd.daemon.service import synthetic_parts
+from armd.daemon.wiring import synthetic_parts
 
 from support.jisc_plan import PLAN, STREAMS, W_MS, first_pair
 
