@@ -1,0 +1,159 @@
+"""Heralds, their lifespans, and the one herald in force on a stream (paper 002 §II).
+
+A herald promises that the tuples after it match its attribute patterns for
+its lifespan: the next ``n`` tuples (count-based) or the tuples with a
+timestamp in ``[ts, ts + span)`` (time-based); either may be infinite.
+
+The paper keeps one valid herald per stream: a new herald is merged with the
+one in force into the strictest constraint. Merging only holds while both
+promises hold, so ``InForce`` keeps every herald whose lifespan has not run
+out and reports their intersection; when one of them runs out the
+intersection loosens again. Its caller (the partitioner) starts a new
+partition whenever that intersection changes. Two heralds whose patterns
+cannot both hold contradict each other — the paper rules that out, and so
+do we, with an error that names both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .patterns import Range
+
+COUNT, TIME = "count", "time"
+
+Patterns = tuple[tuple[str, Range], ...]
+"""Attribute patterns, sorted by attribute, unbounded ones left out: hashable, so decisions can be cached by them."""
+
+
+class HeraldConflict(ValueError):
+    """A herald contradicts the heralds still in force on its stream."""
+
+
+class HeraldViolation(ValueError):
+    """A tuple does not match the herald that covers it (only raised when checking is on)."""
+
+
+@dataclass(frozen=True)
+class Lifespan:
+    """``kind`` is ``"count"`` (tuples) or ``"time"`` (timestamp units); ``value`` may be ``math.inf``."""
+
+    kind: str
+    value: float
+
+    def __post_init__(self) -> None:
+        if self.kind not in (COUNT, TIME):
+            raise ValueError(f"a lifespan is {COUNT!r} or {TIME!r}, got {self.kind!r}")
+        if not self.value > 0:
+            raise ValueError(f"a lifespan must be positive, got {self.value!r}")
+        if self.kind == COUNT and self.value != math.inf and self.value != int(self.value):
+            raise ValueError(f"a count lifespan is a whole number of tuples, got {self.value!r}")
+
+
+@dataclass(frozen=True)
+class Herald:
+    """Attribute patterns and a lifespan; ``ts`` is when a time-based lifespan starts."""
+
+    patterns: Patterns
+    lifespan: Lifespan
+    ts: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.lifespan.kind == TIME and self.ts is None:
+            raise ValueError("a herald with a time-based lifespan needs the timestamp it starts at (ts)")
+
+    @classmethod
+    def of(
+        cls,
+        patterns: Mapping[str, Range],
+        *,
+        count: float | None = None,
+        time: float | None = None,
+        ts: float | None = None,
+    ) -> Herald:
+        """``Herald.of({"region": Range.point(26)}, count=5000)``; give exactly one of count and time."""
+        if (count is None) == (time is None):
+            raise ValueError("give a herald exactly one lifespan: count=… or time=…")
+        life = Lifespan(COUNT, count) if count is not None else Lifespan(TIME, time)  # type: ignore[arg-type]
+        return cls(normalise(patterns), life, ts)
+
+    def range(self, attribute: str) -> Range:
+        return dict(self.patterns).get(attribute, Range())
+
+
+def normalise(patterns: Mapping[str, Range]) -> Patterns:
+    return tuple(sorted((a, r) for a, r in patterns.items() if not r.unbounded))
+
+
+def intersect(a: Patterns, b: Patterns) -> Patterns:
+    merged = dict(a)
+    for attribute, r in b:
+        merged[attribute] = merged[attribute].intersect(r) if attribute in merged else r
+    return tuple(sorted(merged.items()))
+
+
+@dataclass
+class _Active:
+    herald: Herald
+    remaining: float = math.inf
+    """Tuples still covered (count-based); inf for time-based."""
+    until: float = math.inf
+    """First timestamp no longer covered (time-based); inf for count-based."""
+
+
+@dataclass
+class InForce:
+    """The heralds still in force on one stream and their merged (strictest) patterns."""
+
+    active: list[_Active] = field(default_factory=list)
+    merged: Patterns | None = None
+    """None when no herald is in force (the tuples are anonymous)."""
+
+    def arrive(self, herald: Herald) -> None:
+        merged = herald.patterns if self.merged is None else intersect(self.merged, herald.patterns)
+        empty = [a for a, r in merged if r.empty]
+        if empty:
+            raise HeraldConflict(
+                f"herald {_show(herald.patterns)} contradicts the heralds in force {_show(self.merged or ())} "
+                f"on {empty}; a stream's heralds must not contradict while both are alive"
+            )
+        if herald.lifespan.kind == COUNT:
+            self.active.append(_Active(herald, remaining=herald.lifespan.value))
+        else:
+            self.active.append(_Active(herald, until=herald.ts + herald.lifespan.value))  # type: ignore[operator]
+        self.merged = merged
+
+    def rows_left(self) -> float:
+        """How many more tuples the count-based heralds cover before the first of them runs out."""
+        return min((a.remaining for a in self.active), default=math.inf)
+
+    def time_left(self) -> float:
+        """The first timestamp at which a time-based herald no longer covers a tuple."""
+        return min((a.until for a in self.active), default=math.inf)
+
+    def consume(self, rows: int) -> bool:
+        """``rows`` tuples went by; returns whether a herald ran out (the merged patterns changed)."""
+        for a in self.active:
+            a.remaining -= rows
+        return self._drop(lambda a: a.remaining <= 0)
+
+    def expire(self, ts: float) -> bool:
+        """A tuple with timestamp ``ts`` arrives; returns whether a time-based herald ran out."""
+        return self._drop(lambda a: a.until <= ts)
+
+    def _drop(self, gone) -> bool:  # noqa: ANN001 - a predicate on _Active
+        kept = [a for a in self.active if not gone(a)]
+        if len(kept) == len(self.active):
+            return False
+        self.active = kept
+        merged: Patterns | None = None
+        for a in kept:
+            merged = a.herald.patterns if merged is None else intersect(merged, a.herald.patterns)
+        self.merged = merged
+        return True
+
+
+def _show(patterns: Patterns) -> str:
+    return "<" + ", ".join(f"{a}={r}" for a, r in patterns) + ">"
