@@ -1,0 +1,131 @@
+"""PredSAT: what the herald in force proves about a query's predicate (paper 002 §III.A–D).
+
+Given a conjunctive predicate P and the ranges D of a herald, there are
+three outcomes (the paper's Table I), for a select and for a join alike:
+
+* P ∧ D is unsatisfiable — no tuple under the herald can qualify: *select
+  data skipping* drops the partition before the select, *join data
+  skipping* neither probes nor stores the pair (or the tuple, when its own
+  herald already rules out every partner);
+* D implies P — every such tuple qualifies: *select elimination* passes the
+  partition without evaluating, *join simplification* pairs the tuples
+  without evaluating the predicate (a Cartesian product of the matching
+  partitions);
+* otherwise the predicate is evaluated — but only its *residual*: the atoms
+  that D and the other remaining atoms do not already imply.
+
+The query's inequality graph is built once (``InequalityGraph``); each
+herald only refines its minimum ranges (``refine``), which is the
+incremental step the paper's PredSAT takes. The residual is found by
+implication tests, each an unsatisfiability test of the predicate, the
+herald and one negated atom. Decisions depend only on the patterns, so the
+operators cache them by the patterns (heralds recur in practice).
+
+``logical_plan`` names the SQO logical plan a decision selects (§III.D):
+with ``∪`` for union all, ``σ_p(S ∪ S_h) = σ_p(S) ∪ S_h`` for elimination,
+``σ_p(S)`` for skipping; for a join of partitions h1, h2 either
+``S_h1 × S_h2`` (simplification) or nothing (skipping) replaces
+``S_h1 ⋈_p S_h2``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Mapping, Sequence
+
+from .herald import Patterns
+from .patterns import Range
+from .predicates import Atom, attributes_of
+from .satisfiability import Domain, InequalityGraph, implies, range_atoms
+
+
+class Verdict(Enum):
+    UNSATISFIABLE = "unsatisfiable"
+    IMPLIED = "implied"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class SelectDecision:
+    """What to do with a partition: the verdict and the atoms still to evaluate."""
+
+    verdict: Verdict
+    residual: tuple[Atom, ...]
+    """Empty when implied; all of P minus what the herald makes redundant when unknown."""
+    visited: int = 0
+    """Collapsed graph nodes the incremental refinement tightened (PredSAT's work for this herald)."""
+
+
+SELECT_PLANS = {
+    Verdict.UNSATISFIABLE: "select data skipping: σ_p(S ∪ S_h) = σ_p(S)",
+    Verdict.IMPLIED: "select elimination: σ_p(S ∪ S_h) = σ_p(S) ∪ S_h",
+    Verdict.UNKNOWN: "regular select: σ_p'(S_h) with p' the residual",
+}
+JOIN_PLANS = {
+    Verdict.UNSATISFIABLE: "join data skipping: S_h1 ⋈_p S_h2 is dropped",
+    Verdict.IMPLIED: "join simplification: S_h1 ⋈_p S_h2 = S_h1 × S_h2",
+    Verdict.UNKNOWN: "regular join: S_h1 ⋈_p' S_h2 with p' the residual",
+}
+
+
+class Reasoner:
+    """Decides a conjunctive predicate against herald ranges; shared by selects and joins."""
+
+    def __init__(self, predicate: Sequence[Atom], domain: Domain = Domain.REAL) -> None:
+        self.predicate = tuple(predicate)
+        self.domain = domain
+        self.graph = InequalityGraph(self.predicate, domain)
+        self.attributes = attributes_of(self.predicate)
+
+    def decide_ranges(self, ranges: Mapping[str, Range]) -> SelectDecision:
+        if not self.graph.satisfiable:
+            return SelectDecision(Verdict.UNSATISFIABLE, (), 0)
+        relevant = {a: r for a, r in ranges.items() if a in self.attributes or r.empty}
+        refined = self.graph.refine(relevant)
+        if not refined.satisfiable:
+            return SelectDecision(Verdict.UNSATISFIABLE, (), refined.visited)
+        residual = self._residual(range_atoms(relevant))
+        return SelectDecision(Verdict.IMPLIED if not residual else Verdict.UNKNOWN, residual, refined.visited)
+
+    def _residual(self, herald: tuple[Atom, ...]) -> tuple[Atom, ...]:
+        """Drop, one at a time, every atom that the herald and the atoms still kept imply."""
+        kept = list(self.predicate)
+        i = 0
+        while i < len(kept):
+            others = (*herald, *kept[:i], *kept[i + 1 :])
+            if implies(others, kept[i], self.domain):
+                del kept[i]
+            else:
+                i += 1
+        return tuple(kept)
+
+
+class SelectReasoner(Reasoner):
+    """PredSAT for a select over one stream: herald patterns name that stream's attributes."""
+
+    def decide(self, patterns: Patterns | Mapping[str, Range] | None) -> SelectDecision:
+        """``None`` is an anonymous partition: nothing is known beyond the predicate itself."""
+        if patterns is None:
+            if not self.graph.satisfiable:
+                return SelectDecision(Verdict.UNSATISFIABLE, ())
+            return SelectDecision(Verdict.UNKNOWN, self.predicate)
+        return self.decide_ranges(dict(patterns))
+
+
+class JoinReasoner(Reasoner):
+    """PredSAT for a join: the predicate names ``L.a`` / ``R.b``; heralds name their own stream's attributes."""
+
+    def __init__(
+        self, predicate: Sequence[Atom], domain: Domain = Domain.REAL, *, left: str = "L", right: str = "R"
+    ) -> None:
+        super().__init__(predicate, domain)
+        self.left, self.right = left, right
+
+    def decide(self, left: Patterns | None, right: Patterns | None) -> SelectDecision:
+        """The pair's decision; ``None`` on a side means that side is anonymous (or not yet known)."""
+        ranges: dict[str, Range] = {}
+        for prefix, patterns in ((self.left, left), (self.right, right)):
+            for attribute, r in patterns or ():
+                ranges[f"{prefix}.{attribute}"] = r
+        return self.decide_ranges(ranges)
