@@ -9,9 +9,11 @@ one in force into the strictest constraint. Merging only holds while both
 promises hold, so ``InForce`` keeps every herald whose lifespan has not run
 out and reports their intersection; when one of them runs out the
 intersection loosens again. Its caller (the partitioner) starts a new
-partition whenever that intersection changes. Two heralds whose patterns
-cannot both hold contradict each other — the paper rules that out, and so
-do we, with an error that names both.
+partition whenever that intersection changes. A time-based herald is only
+dropped lazily, when a later tuple shows its span has passed, so a new
+herald that contradicts a time-based one retires it (a truthful one cannot
+cover the tuple that the new herald covers next). Any other contradiction
+is ruled out by the paper's model, and by us, with an error naming both.
 """
 
 from __future__ import annotations
@@ -113,6 +115,13 @@ class InForce:
 
     def arrive(self, herald: Herald) -> None:
         merged = herald.patterns if self.merged is None else intersect(self.merged, herald.patterns)
+        if any(r.empty for _, r in merged) and any(a.until != math.inf for a in self.active):
+            # The new herald covers the next tuple. A truthful time-based herald that contradicts it
+            # cannot cover that tuple, so its span has passed (rows come in timestamp order): drop it.
+            self.active = [a for a in self.active if a.until == math.inf]
+            merged = herald.patterns
+            for a in self.active:
+                merged = intersect(merged, a.herald.patterns)
         empty = [a for a, r in merged if r.empty]
         if empty:
             raise HeraldConflict(

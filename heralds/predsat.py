@@ -81,10 +81,10 @@ class Reasoner:
     def decide_ranges(self, ranges: Mapping[str, Range]) -> SelectDecision:
         if not self.graph.satisfiable:
             return SelectDecision(Verdict.UNSATISFIABLE, (), 0)
-        relevant = {a: r for a, r in ranges.items() if a in self.attributes or r.empty}
-        refined = self.graph.refine(relevant)
+        refined = self.graph.refine(ranges)
         if not refined.satisfiable:
             return SelectDecision(Verdict.UNSATISFIABLE, (), refined.visited)
+        relevant = {a: r for a, r in ranges.items() if a in self.attributes}
         residual = self._residual(range_atoms(relevant))
         return SelectDecision(Verdict.IMPLIED if not residual else Verdict.UNKNOWN, residual, refined.visited)
 
