@@ -17,11 +17,12 @@ substream (skip it), true (pass it without evaluating), or neither
 * ``select`` / ``join`` — multi-modal operators run by a control table.
 """
 
+from .join import JoinAction, MultiModalJoin, regular_join
 from .herald import COUNT, TIME, Herald, HeraldConflict, HeraldViolation, Lifespan
 
 from .partitioner import ANONYMOUS, Partition, Partitioner
 from .patterns import Range
-from .predicates import Atom, Attr, Const, ConstantComparison, atom, compile_conjunction, conjunction
+from .predicates import Atom, Attr, Const, ConstantComparison, atom, compile_conjunction, compile_pair, conjunction
 from .predsat import JoinReasoner, SelectDecision, SelectReasoner, Verdict
 from .satisfiability import Domain, InequalityGraph, implies, satisfiable
 from .select import Action, MultiModalSelect, regular_select
@@ -37,6 +38,8 @@ __all__ = [
     "ConstantComparison",
     "Domain",
     "Herald",
+    "JoinAction",
+    "MultiModalJoin",
     "HeraldConflict",
     "HeraldViolation",
     "InequalityGraph",
@@ -51,8 +54,10 @@ __all__ = [
     "Verdict",
     "atom",
     "compile_conjunction",
+    "compile_pair",
     "conjunction",
     "implies",
+    "regular_join",
     "regular_select",
     "satisfiable",
 ]

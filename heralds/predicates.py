@@ -116,17 +116,34 @@ def compile_conjunction(atoms: Sequence[Atom], position: Mapping[str, int]) -> C
     the herald plan both evaluate through it, so neither is handicapped.
     The empty conjunction is always true.
     """
+    return _compile(atoms, {name: f"r[{i}]" for name, i in position.items()}, "r")
+
+
+def compile_pair(
+    atoms: Sequence[Atom],
+    left: Mapping[str, int],
+    right: Mapping[str, int],
+    *,
+    prefixes: tuple[str, str] = ("L", "R"),
+) -> Callable[[Sequence[Any], Sequence[Any]], bool]:
+    """A function ``(left_row, right_row) -> bool`` for a join predicate over ``L.a`` / ``R.b``."""
+    names = {f"{prefixes[0]}.{n}": f"l[{i}]" for n, i in left.items()}
+    names |= {f"{prefixes[1]}.{n}": f"r[{i}]" for n, i in right.items()}
+    return _compile(atoms, names, "l, r")
+
+
+def _compile(atoms: Sequence[Atom], names: Mapping[str, str], parameters: str) -> Callable[..., bool]:
     constants: dict[str, Any] = {}
 
     def code(t: Term) -> str:
         if isinstance(t, Attr):
-            if t.name not in position:
-                raise KeyError(f"attribute {t.name!r} is not in the row layout {sorted(position)}")
-            return f"r[{position[t.name]}]"
+            if t.name not in names:
+                raise KeyError(f"attribute {t.name!r} is not in the row layout {sorted(names)}")
+            return names[t.name]
         name = f"c{len(constants)}"
         constants[name] = t.value
         return name
 
     parts = [f"({code(a.left)} {'==' if a.op == EQ else a.op} {code(a.right)})" for a in atoms]
     body = " and ".join(parts) if parts else "True"
-    return eval(f"lambda r: {body}", {"__builtins__": {}, **constants})  # noqa: S307 - generated from validated atoms
+    return eval(f"lambda {parameters}: {body}", {"__builtins__": {}, **constants})  # noqa: S307 - from validated atoms

@@ -1,0 +1,213 @@
+"""A multi-modal windowed join of two streams on the single-process host (paper 002 §V.C).
+
+Why not armd's n-way join (``migrations/join``): that pipeline is a hash
+equi-join on one key, and a hash probe never touches a partner with another
+key, so it has nothing to skip. Heralds pay off where the join predicate
+must be evaluated pair by pair — inequalities, bands, the paper's
+``flBelow.temp * 1.25 ≤ flAbove.temp`` — so this join evaluates a
+conjunctive predicate over the pairs in the window (a nested-loop symmetric
+join, as in the paper's engine), and keeps each side's window state as a
+run of partitions in arrival order.
+
+Per pair of partitions (left id, right id) the control table holds one
+mode, decided by PredSAT on the two heralds and cached by their patterns:
+
+* skip (join data skipping) — the pair is never looked at;
+* pass (join simplification) — every pair in the window is a result, no
+  predicate is evaluated;
+* evaluate — the residual predicate is evaluated per pair.
+
+A tuple whose own herald already contradicts the predicate, whatever the
+other side holds, is neither probed nor stored. Anonymous partitions
+(id 0) are evaluated in full. Output pairs carry the pair of partition ids
+(§V.D's propagated id).
+
+Window semantics (the same in ``regular_join`` and in the tests' oracle):
+events are processed in timestamp order, ties left before right; a pair
+``(l, r)`` is a result when its predicate holds and ``|l.ts − r.ts| < W``;
+it is emitted once, when the later of the two arrives.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter, deque
+from enum import Enum
+from heapq import merge
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .herald import Patterns
+from .partitioner import ANONYMOUS, Partition
+from .predicates import Atom, compile_pair
+from .predsat import JoinReasoner, Verdict
+from .satisfiability import Domain
+
+Row = tuple[Any, ...]
+LEFT, RIGHT = 0, 1
+
+
+class JoinAction(Enum):
+    PASS = 0
+    SKIP = 1
+    EVALUATE = 2
+
+
+class _Run:
+    """Consecutive tuples of one partition in one side's window."""
+
+    __slots__ = ("pid", "patterns", "rows", "ts")
+
+    def __init__(self, pid: int, patterns: Patterns | None) -> None:
+        self.pid = pid
+        self.patterns = patterns
+        self.rows: list[Row] = []
+        self.ts: list[float] = []
+
+
+class MultiModalJoin:
+    """``L ⋈_P R`` over partitions, windowed by ``window`` on each side's ``ts`` attribute."""
+
+    def __init__(
+        self,
+        predicate: Sequence[Atom],
+        left: Mapping[str, int],
+        right: Mapping[str, int],
+        *,
+        window: float,
+        ts: str = "ts",
+        domain: Domain = Domain.REAL,
+    ) -> None:
+        if not window > 0:
+            raise ValueError(f"window must be positive, got {window!r}")
+        self.reasoner = JoinReasoner(predicate, domain)
+        self.positions = (dict(left), dict(right))
+        self.ts_index = (left[ts], right[ts])
+        self.window = window
+        self.full = compile_pair(self.reasoner.predicate, left, right)
+        self.runs: tuple[deque[_Run], deque[_Run]] = (deque(), deque())
+        self.control: dict[tuple[int, int], tuple[JoinAction, Callable[[Row, Row], bool] | None]] = {}
+        self._pairs: dict[tuple[Patterns | None, Patterns | None], tuple[JoinAction, Callable | None]] = {}
+        self._alone: dict[tuple[int, Patterns | None], bool] = {}
+        self.pairs: Counter[JoinAction] = Counter()
+        """Partition pairs met, per mode."""
+        self.dropped = 0
+        """Tuples neither probed nor stored."""
+
+    def insert(self, side: int, pid: int, patterns: Patterns | None, row: Row) -> list[tuple[Row, Row]]:
+        """One tuple of partition ``pid`` arrives on ``side``; returns the new (left, right) results."""
+        t = row[self.ts_index[side]]
+        self._expire(t)
+        if pid != ANONYMOUS and self._dead(side, patterns):
+            self.dropped += 1
+            return []
+        out: list[tuple[Row, Row]] = []
+        other = 1 - side
+        for run in self.runs[other]:
+            key = (pid, run.pid) if side == LEFT else (run.pid, pid)
+            entry = self.control.get(key)
+            if entry is None:
+                entry = self._configure(key, patterns, run.patterns, side)
+            action, test = entry
+            if action is JoinAction.SKIP:
+                continue
+            start = bisect_right(run.ts, t - self.window) if run.ts[0] <= t - self.window else 0
+            partners = run.rows[start:] if start else run.rows
+            if side == LEFT:
+                if action is JoinAction.PASS:
+                    out.extend((row, r) for r in partners)
+                else:
+                    out.extend((row, r) for r in partners if test(row, r))  # type: ignore[misc]
+            elif action is JoinAction.PASS:
+                out.extend((l, row) for l in partners)
+            else:
+                out.extend((l, row) for l in partners if test(l, row))  # type: ignore[misc]
+        runs = self.runs[side]
+        if not runs or runs[-1].pid != pid:
+            runs.append(_Run(pid, patterns))
+        runs[-1].rows.append(row)
+        runs[-1].ts.append(t)
+        return out
+
+    def feed(self, side: int, part: Partition) -> list[tuple[Row, Row]]:
+        out: list[tuple[Row, Row]] = []
+        for row in part.rows:
+            out.extend(self.insert(side, part.pid, part.herald, row))
+        return out
+
+    def _expire(self, t: float) -> None:
+        horizon = t - self.window
+        for side, runs in enumerate(self.runs):
+            while runs and runs[0].ts[-1] <= horizon:
+                gone = runs.popleft()
+                if not any(r.pid == gone.pid for r in runs):
+                    self._release(gone.pid, side)
+
+    def _release(self, pid: int, side: int) -> None:
+        """A partition left its side's window: its control-table entries go."""
+        for key in [k for k in self.control if k[side] == pid]:
+            del self.control[key]
+
+    def _dead(self, side: int, patterns: Patterns | None) -> bool:
+        known = self._alone.get((side, patterns))
+        if known is None:
+            left, right = (patterns, None) if side == LEFT else (None, patterns)
+            known = self._alone[(side, patterns)] = self.reasoner.decide(left, right).verdict is Verdict.UNSATISFIABLE
+        return known
+
+    def _configure(self, key: tuple[int, int], mine: Patterns | None, theirs: Patterns | None, side: int):
+        patterns = (mine, theirs) if side == LEFT else (theirs, mine)
+        if ANONYMOUS in key:
+            patterns = (patterns[0] if key[0] != ANONYMOUS else None, patterns[1] if key[1] != ANONYMOUS else None)
+        entry = self._pairs.get(patterns)
+        if entry is None:
+            decision = self.reasoner.decide(*patterns)
+            if decision.verdict is Verdict.UNSATISFIABLE:
+                entry = (JoinAction.SKIP, None)
+            elif decision.verdict is Verdict.IMPLIED:
+                entry = (JoinAction.PASS, None)
+            else:
+                entry = (JoinAction.EVALUATE, compile_pair(decision.residual, *self.positions))
+            self._pairs[patterns] = entry
+        self.control[key] = entry
+        self.pairs[entry[0]] += 1
+        return entry
+
+
+def merged_events(left: Iterable[Partition], right: Iterable[Partition], ts: tuple[int, int]) -> Iterable[tuple]:
+    """(side, pid, patterns, row) for both sides' partition slices, in timestamp order, left first on ties."""
+
+    def events(side: int, parts: Iterable[Partition]):
+        for part in parts:
+            for row in part.rows:
+                yield (row[ts[side]], side, part.pid, part.herald, row)
+
+    return merge(events(LEFT, left), events(RIGHT, right), key=lambda e: (e[0], e[1]))
+
+
+def regular_join(
+    left: Sequence[Row],
+    right: Sequence[Row],
+    predicate: Sequence[Atom],
+    left_position: Mapping[str, int],
+    right_position: Mapping[str, int],
+    *,
+    window: float,
+    ts: str = "ts",
+) -> list[tuple[Row, Row]]:
+    """The unoptimised plan: the same symmetric windowed nested-loop join, every pair evaluated."""
+    test = compile_pair(predicate, left_position, right_position)
+    li, ri = left_position[ts], right_position[ts]
+    states: tuple[deque[Row], deque[Row]] = (deque(), deque())
+    out: list[tuple[Row, Row]] = []
+    tagged = merge(((r[li], LEFT, r) for r in left), ((r[ri], RIGHT, r) for r in right), key=lambda e: (e[0], e[1]))
+    for t, side, row in tagged:
+        horizon = t - window
+        for state, index in ((states[LEFT], li), (states[RIGHT], ri)):
+            while state and state[0][index] <= horizon:
+                state.popleft()
+        if side == LEFT:
+            out.extend((row, r) for r in states[RIGHT] if test(row, r))
+        else:
+            out.extend((l, row) for l in states[LEFT] if test(l, row))
+        states[side].append(row)
+    return out
