@@ -37,7 +37,18 @@ from typing import Mapping, Sequence
 from .herald import Patterns
 from .patterns import Range
 from .predicates import Atom, attributes_of
-from .satisfiability import Domain, InequalityGraph, implies, range_atoms
+from .satisfiability import (
+    NO_HIGH,
+    NO_LOW,
+    Bound,
+    Domain,
+    InequalityGraph,
+    Refined,
+    implied_by_bounds,
+    implies,
+    range_atoms,
+    range_bounds,
+)
 
 
 class Verdict(Enum):
@@ -77,6 +88,12 @@ class Reasoner:
         self.domain = domain
         self.graph = InequalityGraph(self.predicate, domain)
         self.attributes = attributes_of(self.predicate)
+        self.without = tuple(
+            InequalityGraph(self.predicate[:i] + self.predicate[i + 1 :], domain) for i in range(len(self.predicate))
+        )
+        """without[i]: the graph of the predicate minus its i-th atom, for Theorem 3.1's implication test."""
+        self.slow_paths = 0
+        """Residuals that needed the general, one-atom-at-a-time search."""
 
     def decide_ranges(self, ranges: Mapping[str, Range]) -> SelectDecision:
         if not self.graph.satisfiable:
@@ -85,12 +102,45 @@ class Reasoner:
         if not refined.satisfiable:
             return SelectDecision(Verdict.UNSATISFIABLE, (), refined.visited)
         relevant = {a: r for a, r in ranges.items() if a in self.attributes}
-        residual = self._residual(range_atoms(relevant))
+        residual = self._residual(relevant)
         return SelectDecision(Verdict.IMPLIED if not residual else Verdict.UNKNOWN, residual, refined.visited)
 
-    def _residual(self, herald: tuple[Atom, ...]) -> tuple[Atom, ...]:
+    def _residual(self, ranges: Mapping[str, Range]) -> tuple[Atom, ...]:
+        """The atoms still to evaluate under the herald (P ∧ D known satisfiable).
+
+        Atoms the herald's ranges imply on their own go first (any number
+        of them at once: each holds for every tuple under the herald). Of the
+        rest, an atom that the herald and the *other* atoms imply is found
+        with the precompiled graph without it, refined by the herald, and
+        Theorem 3.1's test. One such atom can go; two or more might each
+        be implied only by the other, so then the general search decides.
+        """
+        domain = self.domain
+        alone = {a: range_bounds(r, domain) for a, r in ranges.items()}
+
+        def herald_bounds(x: str) -> tuple[Bound, Bound]:
+            return alone.get(x, (NO_LOW, NO_HIGH))
+
+        rest = [i for i, a in enumerate(self.predicate) if not implied_by_bounds(a, herald_bounds)]
+        if not rest:
+            return ()
+        by_others = []
+        for i in rest:
+            graph = self.without[i]
+            refined = graph.refine(ranges)
+
+            def bounds(x: str, refined: Refined = refined) -> tuple[Bound, Bound]:
+                return refined.bounds(x) if refined.graph.index(x) is not None else herald_bounds(x)
+
+            if implied_by_bounds(self.predicate[i], bounds, graph.reaches):
+                by_others.append(i)
+        if len(by_others) <= 1:
+            return tuple(self.predicate[i] for i in rest if i not in by_others)
+        self.slow_paths += 1
+        return self._search(range_atoms(ranges), [self.predicate[i] for i in rest])
+
+    def _search(self, herald: tuple[Atom, ...], kept: list[Atom]) -> tuple[Atom, ...]:
         """Drop, one at a time, every atom that the herald and the atoms still kept imply."""
-        kept = list(self.predicate)
         i = 0
         while i < len(kept):
             others = (*herald, *kept[:i], *kept[i + 1 :])

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from enum import Enum
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from .patterns import Range
 from .predicates import EQ, LE, LT, Atom, Attr
@@ -324,6 +324,55 @@ def _topological(n: int, parents: Sequence[Sequence[tuple[int, bool]]]) -> list[
     return order
 
 
+def range_bounds(r: Range, domain: Domain) -> tuple[Bound, Bound]:
+    """A pattern's ends as bounds of ``domain`` (over the integers, rounded inwards and closed)."""
+    low, high = (r.low, r.low_open), (r.high, r.high_open)
+    if domain is Domain.INTEGER:
+        return _int_low(low), _int_high(high)
+    return low, high
+
+
+def implied_by_bounds(
+    a: Atom,
+    bounds: Callable[[str], tuple[Bound, Bound]],
+    path: Callable[[str, str], tuple[bool, bool]] = lambda x, y: (False, False),
+) -> bool:
+    """Theorem 3.1's test: does ``a`` hold for every value within the minimum ranges (and paths)?
+
+    ``bounds(x)`` gives x's (lower, upper) minimum range, ``path(x, y)``
+    whether the inequality graph leads from x to y and whether through a
+    ``<``. Only sound when the formula the ranges come from is satisfiable.
+    """
+    if isinstance(a.left, Attr) and isinstance(a.right, Attr):
+        x, y = a.left.name, a.right.name
+        if x == y:
+            return a.op != LT
+        reach, strict_path = path(x, y)
+        (_, x_high), (y_low, _) = bounds(x), bounds(y)
+        if a.op == LE:
+            return reach or x_high[0] <= y_low[0]
+        if a.op == LT:
+            return strict_path or x_high[0] < y_low[0] or (x_high[0] == y_low[0] and (x_high[1] or y_low[1]))
+        back, _ = path(y, x)
+        if reach and back:
+            return True
+        (x_low, _), (_, y_high) = bounds(x), bounds(y)
+        return x_low == x_high == y_low == y_high and not x_low[1] and x_low[0] not in (-math.inf, math.inf)
+    if isinstance(a.left, Attr):  # x θ c
+        (low, high), c = bounds(a.left.name), a.right.value  # type: ignore[union-attr]
+        if a.op == LE:
+            return high[0] <= c
+        if a.op == LT:
+            return high[0] < c or (high[0] == c and high[1])
+        return low[0] == high[0] == c and not low[1] and not high[1]
+    (low, high), c = bounds(a.right.name), a.left.value  # type: ignore[union-attr]
+    if a.op == LE:
+        return low[0] >= c
+    if a.op == LT:
+        return low[0] > c or (low[0] == c and low[1])
+    return low[0] == high[0] == c and not low[1] and not high[1]
+
+
 def negation(a: Atom) -> tuple[Atom, ...]:
     """Atoms whose disjunction is the negation of ``a``."""
     if a.op == LE:
@@ -348,4 +397,15 @@ def range_atoms(ranges: Mapping[str, Range]) -> tuple[Atom, ...]:
     return tuple(a for attribute, r in ranges.items() for a in r.atoms(attribute))
 
 
-__all__ = ["Domain", "InequalityGraph", "Refined", "empty", "implies", "negation", "range_atoms", "satisfiable"]
+__all__ = [
+    "Domain",
+    "InequalityGraph",
+    "Refined",
+    "empty",
+    "implied_by_bounds",
+    "implies",
+    "negation",
+    "range_atoms",
+    "range_bounds",
+    "satisfiable",
+]
