@@ -19,7 +19,7 @@ is ruled out by the paper's model, and by us, with an error naming both.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from .patterns import Range
@@ -63,6 +63,9 @@ class Herald:
     ts: float | None = None
 
     def __post_init__(self) -> None:
+        empty = [a for a, r in self.patterns if r.empty]
+        if empty:
+            raise ValueError(f"a herald's patterns must each admit a value; {empty} admit none")
         if self.lifespan.kind == TIME and self.ts is None:
             raise ValueError("a herald with a time-based lifespan needs the timestamp it starts at (ts)")
 
@@ -96,72 +99,94 @@ def intersect(a: Patterns, b: Patterns) -> Patterns:
     return tuple(sorted(merged.items()))
 
 
-@dataclass
 class _Active:
-    herald: Herald
-    remaining: float = math.inf
-    """Tuples still covered (count-based); inf for time-based."""
-    until: float = math.inf
-    """First timestamp no longer covered (time-based); inf for count-based."""
+    """One herald in force: how many tuples (count) or until which timestamp (time) it still covers."""
+
+    __slots__ = ("herald", "remaining", "until")
+
+    def __init__(self, herald: Herald, remaining: float = math.inf, until: float = math.inf) -> None:
+        self.herald = herald
+        self.remaining = remaining
+        self.until = until
 
 
-@dataclass
 class InForce:
-    """The heralds still in force on one stream and their merged (strictest) patterns."""
+    """The heralds still in force on one stream and their merged (strictest) patterns.
 
-    active: list[_Active] = field(default_factory=list)
-    merged: Patterns | None = None
-    """None when no herald is in force (the tuples are anonymous)."""
+    ``rows_left`` and ``time_left`` are kept up to date rather than
+    recomputed, because the partitioner reads them for every slice.
+    """
+
+    __slots__ = ("active", "merged", "rows_left", "time_left")
+
+    def __init__(self) -> None:
+        self.active: list[_Active] = []
+        self.merged: Patterns | None = None
+        """None when no herald is in force (the tuples are anonymous)."""
+        self.rows_left = math.inf
+        """How many more tuples the count-based heralds cover before the first of them runs out."""
+        self.time_left = math.inf
+        """The first timestamp at which a time-based herald no longer covers a tuple."""
 
     def arrive(self, herald: Herald) -> None:
-        merged = herald.patterns if self.merged is None else intersect(self.merged, herald.patterns)
-        if any(r.empty for _, r in merged) and any(a.until != math.inf for a in self.active):
-            # The new herald covers the next tuple. A truthful time-based herald that contradicts it
-            # cannot cover that tuple, so its span has passed (rows come in timestamp order): drop it.
-            self.active = [a for a in self.active if a.until == math.inf]
+        if self.merged is None:  # nothing to merge with; a herald's own patterns are never empty
             merged = herald.patterns
-            for a in self.active:
-                merged = intersect(merged, a.herald.patterns)
-        empty = [a for a, r in merged if r.empty]
-        if empty:
-            raise HeraldConflict(
-                f"herald {_show(herald.patterns)} contradicts the heralds in force {_show(self.merged or ())} "
-                f"on {empty}; a stream's heralds must not contradict while both are alive"
-            )
+        else:
+            merged = intersect(self.merged, herald.patterns)
+            if any(r.empty for _, r in merged) and self.time_left != math.inf:
+                # The new herald covers the next tuple. A truthful time-based herald that contradicts it
+                # cannot cover that tuple, so its span has passed (rows come in timestamp order): drop it.
+                self.active = [a for a in self.active if a.until == math.inf]
+                merged = herald.patterns
+                for a in self.active:
+                    merged = intersect(merged, a.herald.patterns)
+            empty = [a for a, r in merged if r.empty]
+            if empty:
+                raise HeraldConflict(
+                    f"herald {_show(herald.patterns)} contradicts the heralds in force {_show(self.merged)} "
+                    f"on {empty}; a stream's heralds must not contradict while both are alive"
+                )
         if herald.lifespan.kind == COUNT:
             self.active.append(_Active(herald, remaining=herald.lifespan.value))
         else:
             self.active.append(_Active(herald, until=herald.ts + herald.lifespan.value))  # type: ignore[operator]
         self.merged = merged
-
-    def rows_left(self) -> float:
-        """How many more tuples the count-based heralds cover before the first of them runs out."""
-        return min((a.remaining for a in self.active), default=math.inf)
-
-    def time_left(self) -> float:
-        """The first timestamp at which a time-based herald no longer covers a tuple."""
-        return min((a.until for a in self.active), default=math.inf)
+        self._bounds()
 
     def consume(self, rows: int) -> bool:
         """``rows`` tuples went by; returns whether a herald ran out (the merged patterns changed)."""
+        if self.rows_left == math.inf:
+            return False
         for a in self.active:
             a.remaining -= rows
-        return self._drop(lambda a: a.remaining <= 0)
+        self.rows_left -= rows
+        if self.rows_left > 0:
+            return False
+        self._keep([a for a in self.active if a.remaining > 0])
+        return True
 
     def expire(self, ts: float) -> bool:
         """A tuple with timestamp ``ts`` arrives; returns whether a time-based herald ran out."""
-        return self._drop(lambda a: a.until <= ts)
-
-    def _drop(self, gone) -> bool:  # noqa: ANN001 - a predicate on _Active
-        kept = [a for a in self.active if not gone(a)]
-        if len(kept) == len(self.active):
+        if self.time_left > ts:
             return False
+        self._keep([a for a in self.active if a.until > ts])
+        return True
+
+    def _keep(self, kept: list[_Active]) -> None:
         self.active = kept
         merged: Patterns | None = None
         for a in kept:
             merged = a.herald.patterns if merged is None else intersect(merged, a.herald.patterns)
         self.merged = merged
-        return True
+        self._bounds()
+
+    def _bounds(self) -> None:
+        active = self.active
+        if len(active) == 1:
+            self.rows_left, self.time_left = active[0].remaining, active[0].until
+        else:
+            self.rows_left = min([a.remaining for a in active], default=math.inf)
+            self.time_left = min([a.until for a in active], default=math.inf)
 
 
 def _show(patterns: Patterns) -> str:

@@ -34,6 +34,7 @@ from bisect import bisect_right
 from collections import Counter, deque
 from enum import Enum
 from heapq import merge
+from itertools import chain
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .herald import Patterns
@@ -52,16 +53,22 @@ class JoinAction(Enum):
     EVALUATE = 2
 
 
+_PASS, _SKIP = JoinAction.PASS, JoinAction.SKIP
+_PASSED, _SKIPPED = (_PASS, None), (_SKIP, None)
+
+
 class _Run:
     """Consecutive tuples of one partition in one side's window."""
 
-    __slots__ = ("pid", "patterns", "rows", "ts")
+    __slots__ = ("pid", "patterns", "rows", "ts", "modes")
 
     def __init__(self, pid: int, patterns: Patterns | None) -> None:
         self.pid = pid
         self.patterns = patterns
         self.rows: list[Row] = []
         self.ts: list[float] = []
+        self.modes: dict[int, tuple[JoinAction, Callable | None]] = {}
+        """This run's column of the control table: the mode against each partition id of the other side."""
 
 
 class MultiModalJoin:
@@ -87,7 +94,11 @@ class MultiModalJoin:
         self.runs: tuple[deque[_Run], deque[_Run]] = (deque(), deque())
         self.control: dict[tuple[int, int], tuple[JoinAction, Callable[[Row, Row], bool] | None]] = {}
         self._pairs: dict[tuple[Patterns | None, Patterns | None], tuple[JoinAction, Callable | None]] = {}
-        self._alone: dict[tuple[int, Patterns | None], bool] = {}
+        self._evaluate: dict[tuple[Atom, ...], tuple[JoinAction, Callable]] = {}
+        """One entry per distinct residual, so runs in the same mode are recognised by identity."""
+        self._dead = [(ANONYMOUS, False), (ANONYMOUS, False)]
+        """Per side, the last partition id decided alone and whether its herald rules the predicate out
+        (a side's partitions arrive one after the other, so one entry per side is enough)."""
         self.pairs: Counter[JoinAction] = Counter()
         """Partition pairs met, per mode."""
         self.dropped = 0
@@ -96,37 +107,58 @@ class MultiModalJoin:
     def insert(self, side: int, pid: int, patterns: Patterns | None, row: Row) -> list[tuple[Row, Row]]:
         """One tuple of partition ``pid`` arrives on ``side``; returns the new (left, right) results."""
         t = row[self.ts_index[side]]
-        self._expire(t)
-        if pid != ANONYMOUS and self._dead(side, patterns):
-            self.dropped += 1
-            return []
+        horizon = t - self.window
+        for runs in self.runs:
+            if runs and runs[0].ts[-1] <= horizon:
+                self._expire(horizon)
+                break
+        if pid != ANONYMOUS:
+            known_pid, dead = self._dead[side]
+            if known_pid != pid:
+                dead = self._decide_alone(side, pid, patterns)
+            if dead:
+                self.dropped += 1
+                return []
         out: list[tuple[Row, Row]] = []
-        other = 1 - side
-        for run in self.runs[other]:
-            key = (pid, run.pid) if side == LEFT else (run.pid, pid)
-            entry = self.control.get(key)
+        group: list[list[Row]] = []
+        group_entry = None
+        for run in self.runs[1 - side]:
+            entry = run.modes.get(pid)
             if entry is None:
-                entry = self._configure(key, patterns, run.patterns, side)
-            action, test = entry
-            if action is JoinAction.SKIP:
+                entry = self._configure(side, pid, patterns, run)
+            if entry[0] is _SKIP:
                 continue
-            start = bisect_right(run.ts, t - self.window) if run.ts[0] <= t - self.window else 0
-            partners = run.rows[start:] if start else run.rows
-            if side == LEFT:
-                if action is JoinAction.PASS:
-                    out.extend((row, r) for r in partners)
-                else:
-                    out.extend((row, r) for r in partners if test(row, r))  # type: ignore[misc]
-            elif action is JoinAction.PASS:
-                out.extend((l, row) for l in partners)
-            else:
-                out.extend((l, row) for l in partners if test(l, row))  # type: ignore[misc]
+            partners = run.rows
+            if run.ts[0] <= horizon:
+                partners = partners[bisect_right(run.ts, horizon) :]
+            if entry is not group_entry:  # consecutive runs in the same mode are joined in one pass
+                if group:
+                    self._join(side, row, group, group_entry, out)  # type: ignore[arg-type]
+                group, group_entry = [], entry
+            group.append(partners)
+        if group:
+            self._join(side, row, group, group_entry, out)  # type: ignore[arg-type]
         runs = self.runs[side]
         if not runs or runs[-1].pid != pid:
             runs.append(_Run(pid, patterns))
-        runs[-1].rows.append(row)
-        runs[-1].ts.append(t)
+        last = runs[-1]
+        last.rows.append(row)
+        last.ts.append(t)
         return out
+
+    @staticmethod
+    def _join(side: int, row: Row, runs: list[list[Row]], entry: tuple, out: list[tuple[Row, Row]]) -> None:
+        action, test = entry
+        partners = runs[0] if len(runs) == 1 else chain.from_iterable(runs)
+        if side == LEFT:
+            if action is _PASS:
+                out.extend([(row, r) for r in partners])
+            else:
+                out.extend([(row, r) for r in partners if test(row, r)])
+        elif action is _PASS:
+            out.extend([(l, row) for l in partners])
+        else:
+            out.extend([(l, row) for l in partners if test(l, row)])
 
     def feed(self, side: int, part: Partition) -> list[tuple[Row, Row]]:
         out: list[tuple[Row, Row]] = []
@@ -134,8 +166,7 @@ class MultiModalJoin:
             out.extend(self.insert(side, part.pid, part.herald, row))
         return out
 
-    def _expire(self, t: float) -> None:
-        horizon = t - self.window
+    def _expire(self, horizon: float) -> None:
         for side, runs in enumerate(self.runs):
             while runs and runs[0].ts[-1] <= horizon:
                 gone = runs.popleft()
@@ -146,29 +177,36 @@ class MultiModalJoin:
         """A partition left its side's window: its control-table entries go."""
         for key in [k for k in self.control if k[side] == pid]:
             del self.control[key]
+        for run in self.runs[1 - side]:
+            run.modes.pop(pid, None)
 
-    def _dead(self, side: int, patterns: Patterns | None) -> bool:
-        known = self._alone.get((side, patterns))
-        if known is None:
-            left, right = (patterns, None) if side == LEFT else (None, patterns)
-            known = self._alone[(side, patterns)] = self.reasoner.decide(left, right).verdict is Verdict.UNSATISFIABLE
-        return known
+    def _decide_alone(self, side: int, pid: int, patterns: Patterns | None) -> bool:
+        """Does this partition's herald alone rule the predicate out, whatever the other side holds?"""
+        left, right = (patterns, None) if side == LEFT else (None, patterns)
+        dead = self.reasoner.decide(left, right).verdict is Verdict.UNSATISFIABLE
+        self._dead[side] = (pid, dead)
+        return dead
 
-    def _configure(self, key: tuple[int, int], mine: Patterns | None, theirs: Patterns | None, side: int):
-        patterns = (mine, theirs) if side == LEFT else (theirs, mine)
-        if ANONYMOUS in key:
-            patterns = (patterns[0] if key[0] != ANONYMOUS else None, patterns[1] if key[1] != ANONYMOUS else None)
-        entry = self._pairs.get(patterns)
+    def _configure(self, side: int, pid: int, patterns: Patterns | None, run: _Run):
+        """The configurator: the mode for (this partition, a partition in the other side's window)."""
+        mine = patterns if pid != ANONYMOUS else None
+        theirs = run.patterns if run.pid != ANONYMOUS else None
+        pair = (mine, theirs) if side == LEFT else (theirs, mine)
+        entry = self._pairs.get(pair)
         if entry is None:
-            decision = self.reasoner.decide(*patterns)
+            decision = self.reasoner.decide(*pair)
             if decision.verdict is Verdict.UNSATISFIABLE:
-                entry = (JoinAction.SKIP, None)
+                entry = _SKIPPED
             elif decision.verdict is Verdict.IMPLIED:
-                entry = (JoinAction.PASS, None)
+                entry = _PASSED
             else:
-                entry = (JoinAction.EVALUATE, compile_pair(decision.residual, *self.positions))
-            self._pairs[patterns] = entry
-        self.control[key] = entry
+                entry = self._evaluate.get(decision.residual)
+                if entry is None:
+                    test = compile_pair(decision.residual, *self.positions)
+                    entry = self._evaluate[decision.residual] = (JoinAction.EVALUATE, test)
+            self._pairs[pair] = entry
+        run.modes[pid] = entry
+        self.control[(pid, run.pid) if side == LEFT else (run.pid, pid)] = entry
         self.pairs[entry[0]] += 1
         return entry
 

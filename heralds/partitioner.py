@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from .herald import Herald, HeraldViolation, InForce, Patterns
 
 ANONYMOUS = 0
 
 
-@dataclass(frozen=True)
-class Partition:
+class Partition(NamedTuple):
     """Consecutive data rows of one partition; ``herald`` is the merged patterns in force (None: anonymous)."""
 
     pid: int
@@ -96,10 +94,10 @@ class Partitioner:
         ts_index = self.ts_index
         while start < stop:
             end = stop
-            left = in_force.rows_left()
+            left = in_force.rows_left
             if left < end - start:
                 end = start + int(left)
-            until = in_force.time_left()
+            until = in_force.time_left
             if until != math.inf:
                 if batch[start][ts_index] >= until:  # type: ignore[index]
                     in_force.expire(batch[start][ts_index])  # type: ignore[index]

@@ -10,19 +10,21 @@ than ``intersect``, ``contains`` and ``atoms``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Real
-from typing import Any
+from typing import Any, NamedTuple
 
 from .predicates import LE, LT, Atom, Attr, Const
 
 Number = Real | Fraction
 
 
-@dataclass(frozen=True)
-class Range:
-    """``[low, high]``; ``low_open``/``high_open`` make an end strict; ±inf is unbounded."""
+class Range(NamedTuple):
+    """``[low, high]``; ``low_open``/``high_open`` make an end strict; ±inf is unbounded.
+
+    A named tuple rather than a dataclass: operators look decisions up by
+    a herald's patterns once per partition, and a tuple hashes in C.
+    """
 
     low: Number = -math.inf
     high: Number = math.inf
@@ -61,7 +63,7 @@ class Range:
             return False
         return not (value > self.high or (self.high_open and value == self.high))
 
-    def intersect(self, other: Range) -> Range:
+    def intersect(self, other: Range) -> Range:  # type: ignore[override]
         if other.low > self.low or (other.low == self.low and other.low_open):
             low, low_open = other.low, other.low_open
         else:
@@ -81,7 +83,7 @@ class Range:
             out.append(Atom(Attr(attribute), LT if self.high_open else LE, Const(self.high)))
         return tuple(out)
 
-    def __str__(self) -> str:
+    def __str__(self) -> str:  # type: ignore[override]
         if self.unbounded:
             return "*"
         return f"{'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"

@@ -47,8 +47,7 @@ class MultiModalSelect:
         self.control: dict[int, tuple[Action, Callable[[Row], bool] | None]] = {}
         self.plan: dict[int, Verdict] = {}
         self._decided: dict[Patterns, tuple[SelectDecision, Callable[[Row], bool] | None]] = {}
-        self.tuples: Counter[Action] = Counter()
-        """Input tuples per action taken (anonymous ones count as evaluated)."""
+        self._counts = [0, 0, 0]
         self.decisions = 0
         """PredSAT runs (cache misses)."""
 
@@ -71,19 +70,24 @@ class MultiModalSelect:
         """One partition slice in, its qualifying rows out (same id); None when nothing qualifies."""
         if part.pid == ANONYMOUS:
             rows = [r for r in part.rows if self.full(r)]
-            self.tuples[Action.EVALUATE] += len(part.rows)
+            self._counts[Action.EVALUATE.value] += len(part.rows)
             return Partition(part.pid, None, rows) if rows else None
         entry = self.control.get(part.pid)
         if entry is None:
             entry = self.configure(part.pid, part.herald)  # type: ignore[arg-type]
         action, residual = entry
-        self.tuples[action] += len(part.rows)
+        self._counts[action.value] += len(part.rows)
         if action is Action.SKIP:
             return None
         if action is Action.PASS:
             return part
         rows = [r for r in part.rows if residual(r)]  # type: ignore[misc]
         return Partition(part.pid, part.herald, rows) if rows else None
+
+    @property
+    def tuples(self) -> Counter[Action]:
+        """Input tuples per action taken (anonymous ones count as evaluated)."""
+        return Counter({a: self._counts[a.value] for a in Action if self._counts[a.value]})
 
     def release(self, pids: Iterable[int]) -> None:
         """Closed partitions leave the control table."""

@@ -95,3 +95,15 @@ def test_partitions_carry_every_row_once_in_order_under_a_herald_it_matches(seed
     pids = [q.pid for q in out if q.pid != ANONYMOUS]
     assert pids == sorted(pids), "partition ids are handed out in stream order"
     assert all((q.pid == ANONYMOUS) == (q.herald is None) for q in out)
+
+
+def test_the_creation_operator_announces_the_exact_ranges_of_each_cluster() -> None:
+    from armd.heralds.creation import punctuate
+
+    clusters = [[(3, 1, 0), (5, -2, 1)], [(9, 0, 2)]]
+    stream = punctuate(clusters, ["a", "b"], POSITION)
+    assert stream[0] == Herald.of({"a": Range(3, 5), "b": Range(-2, 1)}, count=2)
+    out = Partitioner(POSITION, check=True).feed(stream)
+    assert [list(p.rows) for p in out] == clusters
+    with pytest.raises(ValueError, match="empty"):
+        punctuate([[]], ["a"], POSITION)
