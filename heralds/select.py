@@ -48,6 +48,8 @@ class MultiModalSelect:
         self.plan: dict[int, Verdict] = {}
         self._decided: dict[Patterns, tuple[SelectDecision, Callable[[Row], bool] | None]] = {}
         self._counts = [0, 0, 0]
+        self._compiled: dict[tuple[Atom, ...], Callable[[Row], bool]] = {}
+        """Compiled residuals: many heralds leave the same atoms to evaluate, and compiling costs more than deciding."""
         self.decisions = 0
         """PredSAT runs (cache misses)."""
 
@@ -59,7 +61,9 @@ class MultiModalSelect:
             self.decisions += 1
             residual = None
             if decision.verdict is Verdict.UNKNOWN:
-                residual = compile_conjunction(decision.residual, self.position)
+                residual = self._compiled.get(decision.residual)
+                if residual is None:
+                    residual = self._compiled[decision.residual] = compile_conjunction(decision.residual, self.position)
             known = self._decided[patterns] = (decision, residual)
         entry = (_ACTION[known[0].verdict], known[1])
         self.control[pid] = entry
