@@ -14,7 +14,8 @@ substream (skip it), true (pass it without evaluating), or neither
 * ``partitioner`` — splits a punctuated stream into partitions with ids;
 * ``satisfiability`` — inequality graphs, minimum ranges, SAT and IMP;
 * ``predsat`` — the per-herald decisions for selects and joins (PredSAT);
-* ``select`` / ``join`` — multi-modal operators run by a control table.
+* ``select`` / ``join`` — multi-modal operators run by a control table;
+* ``creation`` — a herald creation operator for buffered clusters.
 """
 
 from .join import JoinAction, MultiModalJoin, regular_join
