@@ -172,7 +172,7 @@ def run_herald_join(left: list, right: list, window: float) -> tuple[list, Multi
     insert = join.insert
     out = []
     for _, side, pid, patterns, row in merged_events(lp.feed(left), rp.feed(right), (3, 3)):
-        out.extend(insert(side, pid, patterns, row))
+        insert(side, pid, patterns, row, out)
     return out, join
 
 

@@ -99,13 +99,20 @@ class MultiModalJoin:
         self._dead = [(ANONYMOUS, False), (ANONYMOUS, False)]
         """Per side, the last partition id decided alone and whether its herald rules the predicate out
         (a side's partitions arrive one after the other, so one entry per side is enough)."""
+        self._version = [0, 0]
+        """Per side, bumped whenever the side gains or loses a run (which invalidates the other side's plan)."""
+        self._plans: list[tuple | None] = [None, None]
+        """Per side, the last tuple's partition id, the other side's version and its grouping (``_plan``)."""
         self.pairs: Counter[JoinAction] = Counter()
         """Partition pairs met, per mode."""
         self.dropped = 0
         """Tuples neither probed nor stored."""
 
-    def insert(self, side: int, pid: int, patterns: Patterns | None, row: Row) -> list[tuple[Row, Row]]:
-        """One tuple of partition ``pid`` arrives on ``side``; returns the new (left, right) results."""
+    def insert(
+        self, side: int, pid: int, patterns: Patterns | None, row: Row, out: list[tuple[Row, Row]] | None = None
+    ) -> list[tuple[Row, Row]]:
+        """One tuple of partition ``pid`` arrives on ``side``; the new (left, right) results are appended
+        to ``out`` (a new list when not given), which is returned."""
         t = row[self.ts_index[side]]
         horizon = t - self.window
         for runs in self.runs:
@@ -118,58 +125,70 @@ class MultiModalJoin:
                 dead = self._decide_alone(side, pid, patterns)
             if dead:
                 self.dropped += 1
-                return []
-        out: list[tuple[Row, Row]] = []
-        group: list[list[Row]] = []
-        group_entry = None
+                return [] if out is None else out
+        if out is None:
+            out = []
+        plan = self._plans[side]
+        if plan is None or plan[0] != pid or plan[1] != self._version[1 - side]:
+            plan = self._plan(side, pid, patterns)
+        groups, first = plan[2], plan[3]
+        if first is not None and first.ts[0] <= horizon:  # only the oldest run can hold expired tuples
+            live = first.rows[bisect_right(first.ts, horizon) :]
+            groups = [(groups[0][0], [live, *groups[0][1][1:]]), *groups[1:]]
+        for (action, test), lists in groups:
+            partners = lists[0] if len(lists) == 1 else chain.from_iterable(lists)
+            if side == LEFT:
+                if action is _PASS:
+                    out.extend([(row, r) for r in partners])
+                else:
+                    out.extend([(row, r) for r in partners if test(row, r)])
+            elif action is _PASS:
+                out.extend([(l, row) for l in partners])
+            else:
+                out.extend([(l, row) for l in partners if test(l, row)])
+        runs = self.runs[side]
+        if not runs or runs[-1].pid != pid:
+            runs.append(_Run(pid, patterns))
+            self._version[side] += 1
+        last = runs[-1]
+        last.rows.append(row)
+        last.ts.append(t)
+        return out
+
+    def _plan(self, side: int, pid: int, patterns: Patterns | None) -> tuple:
+        """What a tuple of ``pid`` joins with: the other side's runs not skipped, grouped by consecutive mode.
+
+        Kept until the other side gains or loses a run: the rows lists are
+        the runs' own, so tuples appended to them since are seen.
+        """
+        groups: list[tuple[tuple, list[list[Row]]]] = []
+        first = None
         for run in self.runs[1 - side]:
             entry = run.modes.get(pid)
             if entry is None:
                 entry = self._configure(side, pid, patterns, run)
             if entry[0] is _SKIP:
                 continue
-            partners = run.rows
-            if run.ts[0] <= horizon:
-                partners = partners[bisect_right(run.ts, horizon) :]
-            if entry is not group_entry:  # consecutive runs in the same mode are joined in one pass
-                if group:
-                    self._join(side, row, group, group_entry, out)  # type: ignore[arg-type]
-                group, group_entry = [], entry
-            group.append(partners)
-        if group:
-            self._join(side, row, group, group_entry, out)  # type: ignore[arg-type]
-        runs = self.runs[side]
-        if not runs or runs[-1].pid != pid:
-            runs.append(_Run(pid, patterns))
-        last = runs[-1]
-        last.rows.append(row)
-        last.ts.append(t)
-        return out
-
-    @staticmethod
-    def _join(side: int, row: Row, runs: list[list[Row]], entry: tuple, out: list[tuple[Row, Row]]) -> None:
-        action, test = entry
-        partners = runs[0] if len(runs) == 1 else chain.from_iterable(runs)
-        if side == LEFT:
-            if action is _PASS:
-                out.extend([(row, r) for r in partners])
+            if not groups:
+                first = run
+            if groups and groups[-1][0] is entry:  # consecutive runs in the same mode are joined in one pass
+                groups[-1][1].append(run.rows)
             else:
-                out.extend([(row, r) for r in partners if test(row, r)])
-        elif action is _PASS:
-            out.extend([(l, row) for l in partners])
-        else:
-            out.extend([(l, row) for l in partners if test(l, row)])
+                groups.append((entry, [run.rows]))
+        plan = self._plans[side] = (pid, self._version[1 - side], groups, first)
+        return plan
 
     def feed(self, side: int, part: Partition) -> list[tuple[Row, Row]]:
         out: list[tuple[Row, Row]] = []
         for row in part.rows:
-            out.extend(self.insert(side, part.pid, part.herald, row))
+            self.insert(side, part.pid, part.herald, row, out)
         return out
 
     def _expire(self, horizon: float) -> None:
         for side, runs in enumerate(self.runs):
             while runs and runs[0].ts[-1] <= horizon:
                 gone = runs.popleft()
+                self._version[side] += 1
                 if not any(r.pid == gone.pid for r in runs):
                     self._release(gone.pid, side)
 
