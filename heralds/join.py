@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .herald import Patterns
 from .partitioner import ANONYMOUS, Partition
 from .predicates import Atom, compile_pair
-from .predsat import JoinReasoner, Verdict
+from .predsat import DECISION_CACHE, JoinReasoner, Verdict
 from .satisfiability import Domain
 
 Row = tuple[Any, ...]
@@ -213,6 +213,8 @@ class MultiModalJoin:
         pair = (mine, theirs) if side == LEFT else (theirs, mine)
         entry = self._pairs.get(pair)
         if entry is None:
+            if len(self._pairs) >= DECISION_CACHE:
+                self._pairs.clear()
             decision = self.reasoner.decide(*pair)
             if decision.verdict is Verdict.UNSATISFIABLE:
                 entry = _SKIPPED

@@ -51,6 +51,11 @@ from .satisfiability import (
 )
 
 
+DECISION_CACHE = 4096
+"""How many decisions an operator keeps by herald patterns before it starts over (heralds that are
+new every time would otherwise grow the cache without end)."""
+
+
 class Verdict(Enum):
     UNSATISFIABLE = "unsatisfiable"
     IMPLIED = "implied"

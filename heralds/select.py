@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .herald import Herald, Patterns
 from .partitioner import ANONYMOUS, Partition
 from .predicates import Atom, compile_conjunction
-from .predsat import SELECT_PLANS, SelectDecision, SelectReasoner, Verdict
+from .predsat import DECISION_CACHE, SELECT_PLANS, SelectDecision, SelectReasoner, Verdict
 from .satisfiability import Domain
 
 
@@ -57,6 +57,8 @@ class MultiModalSelect:
         """The configurator: decide for a new partition and enter it in the control table."""
         known = self._decided.get(patterns)
         if known is None:
+            if len(self._decided) >= DECISION_CACHE:
+                self._decided.clear()
             decision = self.reasoner.decide(patterns)
             self.decisions += 1
             residual = None

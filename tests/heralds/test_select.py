@@ -62,3 +62,15 @@ def test_decisions_are_cached_by_the_herald_patterns() -> None:
         for part in partitioner.feed([Herald.of({"a": Range(0, 3)}, count=1), (1, 0, 0)]):
             select.process(part)
     assert select.decisions == 1
+
+
+def test_the_decision_cache_is_bounded_for_heralds_that_never_recur(monkeypatch) -> None:
+    import armd.heralds.select as select_module
+
+    monkeypatch.setattr(select_module, "DECISION_CACHE", 3)
+    select = MultiModalSelect(conjunction(("a", "<", 10)), POSITION)
+    partitioner = Partitioner(POSITION)
+    for i in range(10):
+        for part in partitioner.feed([Herald.of({"a": Range(0, i)}, count=1), (0, 0, 0)]):
+            assert select.process(part) is not None
+    assert select.decisions == 10 and len(select._decided) <= 3
