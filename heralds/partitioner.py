@@ -11,7 +11,9 @@ operators can drop their control-table entries.
 
 Finding punctuation costs one C-level pass (``map(type, …)`` and
 ``list.index``) per batch rather than a Python test per row; rows between
-two heralds are sliced, not copied one by one.
+two heralds are sliced, not copied one by one. Heralds may also come
+beside the batch, with the position they apply from (a herald column, a
+side stream), which spares that pass.
 """
 
 from __future__ import annotations
@@ -54,13 +56,30 @@ class Partitioner:
         self.closed: list[int] = []
         """Partition ids that ended during the last ``feed``."""
 
-    def feed(self, batch: Sequence[Any]) -> list[Partition]:
-        """Split one batch (rows and ``Herald`` punctuation) into partition slices, in stream order."""
+    def feed(self, batch: Sequence[Any], heralds: Sequence[tuple[int, Herald]] | None = None) -> list[Partition]:
+        """Split one batch into partition slices, in stream order.
+
+        Heralds are punctuation rows in ``batch`` (``Herald`` objects among
+        the tuples), or, when ``heralds`` is given, they come beside a batch
+        of tuples only: ``(i, herald)`` pairs in order, each herald in force
+        from the batch's i-th tuple on — the form a herald column or a side
+        stream takes, which needs no pass over the rows to find them.
+        """
         self.closed = []
         out: list[Partition] = []
+        n = len(batch)
+        if heralds is not None:
+            start = 0
+            for at, herald in heralds:
+                if at > start:
+                    self._rows(batch, start, at, out)
+                self._herald(herald)
+                start = max(start, at)
+            if start < n:
+                self._rows(batch, start, n, out)
+            return out
         kinds = list(map(type, batch))
         start = 0
-        n = len(batch)
         while start <= n:
             try:
                 stop = kinds.index(Herald, start)

@@ -107,3 +107,20 @@ def test_the_creation_operator_announces_the_exact_ranges_of_each_cluster() -> N
     assert [list(p.rows) for p in out] == clusters
     with pytest.raises(ValueError, match="empty"):
         punctuate([[]], ["a"], POSITION)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10**6), st.integers(0, 80), st.integers(0, 20), st.lists(st.integers(1, 9), max_size=3))
+def test_heralds_beside_the_batch_partition_like_punctuation_rows(seed, n, heralds, sizes) -> None:
+    stream = punctuated_stream(seed, n, heralds=heralds, time_share=0.4, slack=0.5)
+    inline, beside = Partitioner(POSITION, ts="ts"), Partitioner(POSITION, ts="ts")
+    for batch in chunks(stream, sizes):
+        rows = [r for r in batch if not isinstance(r, Herald)]
+        marks, seen = [], 0
+        for item in batch:
+            if isinstance(item, Herald):
+                marks.append((seen, item))
+            else:
+                seen += 1
+        assert beside.feed(rows, marks) == inline.feed(batch)
+        assert beside.closed == inline.closed
