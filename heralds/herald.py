@@ -162,7 +162,12 @@ class InForce:
         self.rows_left -= rows
         if self.rows_left > 0:
             return False
-        self._keep([a for a in self.active if a.remaining > 0])
+        if len(self.active) == 1:  # the common case: the only herald in force ran out
+            self.active = []
+            self.merged = None
+            self.rows_left = self.time_left = math.inf
+        else:
+            self._keep([a for a in self.active if a.remaining > 0])
         return True
 
     def expire(self, ts: float) -> bool:
@@ -182,7 +187,9 @@ class InForce:
 
     def _bounds(self) -> None:
         active = self.active
-        if len(active) == 1:
+        if not active:
+            self.rows_left = self.time_left = math.inf
+        elif len(active) == 1:
             self.rows_left, self.time_left = active[0].remaining, active[0].until
         else:
             self.rows_left = min([a.remaining for a in active], default=math.inf)

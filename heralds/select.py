@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .herald import Herald, Patterns
 from .partitioner import ANONYMOUS, Partition
 from .predicates import Atom, compile_conjunction
-from .predsat import DECISION_CACHE, SELECT_PLANS, SelectDecision, SelectReasoner, Verdict
+from .predsat import DECISION_CACHE, SELECT_PLANS, SelectReasoner, Verdict
 from .satisfiability import Domain
 
 
@@ -34,6 +34,7 @@ class Action(Enum):
 
 
 _ACTION = {Verdict.IMPLIED: Action.PASS, Verdict.UNSATISFIABLE: Action.SKIP, Verdict.UNKNOWN: Action.EVALUATE}
+_PASS, _SKIP, _EVALUATE = Action.PASS.value, Action.SKIP.value, Action.EVALUATE.value
 Row = tuple[Any, ...]
 
 
@@ -44,19 +45,19 @@ class MultiModalSelect:
         self.reasoner = SelectReasoner(predicate, domain)
         self.position = dict(position)
         self.full = compile_conjunction(self.reasoner.predicate, self.position)
-        self.control: dict[int, tuple[Action, Callable[[Row], bool] | None]] = {}
-        self.plan: dict[int, Verdict] = {}
-        self._decided: dict[Patterns, tuple[SelectDecision, Callable[[Row], bool] | None]] = {}
+        self.control: dict[int, tuple[int, Callable[[Row], bool] | None, Verdict]] = {}
+        """Partition id → (action flag, compiled residual for evaluate, PredSAT's verdict)."""
+        self._decided: dict[Patterns, tuple[int, Callable[[Row], bool] | None, Verdict]] = {}
         self._counts = [0, 0, 0]
         self._compiled: dict[tuple[Atom, ...], Callable[[Row], bool]] = {}
         """Compiled residuals: many heralds leave the same atoms to evaluate, and compiling costs more than deciding."""
         self.decisions = 0
         """PredSAT runs (cache misses)."""
 
-    def configure(self, pid: int, patterns: Patterns) -> tuple[Action, Callable[[Row], bool] | None]:
+    def configure(self, pid: int, patterns: Patterns) -> tuple[int, Callable[[Row], bool] | None, Verdict]:
         """The configurator: decide for a new partition and enter it in the control table."""
-        known = self._decided.get(patterns)
-        if known is None:
+        entry = self._decided.get(patterns)
+        if entry is None:
             if len(self._decided) >= DECISION_CACHE:
                 self._decided.clear()
             decision = self.reasoner.decide(patterns)
@@ -66,29 +67,28 @@ class MultiModalSelect:
                 residual = self._compiled.get(decision.residual)
                 if residual is None:
                     residual = self._compiled[decision.residual] = compile_conjunction(decision.residual, self.position)
-            known = self._decided[patterns] = (decision, residual)
-        entry = (_ACTION[known[0].verdict], known[1])
+            entry = self._decided[patterns] = (_ACTION[decision.verdict].value, residual, decision.verdict)
         self.control[pid] = entry
-        self.plan[pid] = known[0].verdict
         return entry
 
     def process(self, part: Partition) -> Partition | None:
         """One partition slice in, its qualifying rows out (same id); None when nothing qualifies."""
-        if part.pid == ANONYMOUS:
-            rows = [r for r in part.rows if self.full(r)]
-            self._counts[Action.EVALUATE.value] += len(part.rows)
-            return Partition(part.pid, None, rows) if rows else None
-        entry = self.control.get(part.pid)
+        pid, _, rows = part
+        if pid == ANONYMOUS:
+            kept = [r for r in rows if self.full(r)]
+            self._counts[_EVALUATE] += len(rows)
+            return Partition(pid, None, kept) if kept else None
+        entry = self.control.get(pid)
         if entry is None:
-            entry = self.configure(part.pid, part.herald)  # type: ignore[arg-type]
-        action, residual = entry
-        self._counts[action.value] += len(part.rows)
-        if action is Action.SKIP:
+            entry = self.configure(pid, part.herald)  # type: ignore[arg-type]
+        flag, residual, _ = entry
+        self._counts[flag] += len(rows)
+        if flag == _SKIP:
             return None
-        if action is Action.PASS:
+        if flag == _PASS:
             return part
-        rows = [r for r in part.rows if residual(r)]  # type: ignore[misc]
-        return Partition(part.pid, part.herald, rows) if rows else None
+        kept = [r for r in rows if residual(r)]  # type: ignore[misc]
+        return Partition(pid, part.herald, kept) if kept else None
 
     @property
     def tuples(self) -> Counter[Action]:
@@ -99,12 +99,11 @@ class MultiModalSelect:
         """Closed partitions leave the control table."""
         for pid in pids:
             self.control.pop(pid, None)
-            self.plan.pop(pid, None)
 
     def scopes(self) -> dict[str, list[int]]:
         """The logical SQO plans in use and the partition ids each one serves."""
         out: dict[str, list[int]] = {}
-        for pid, verdict in sorted(self.plan.items()):
+        for pid, (_, _, verdict) in sorted(self.control.items()):
             out.setdefault(SELECT_PLANS[verdict], []).append(pid)
         return out
 
