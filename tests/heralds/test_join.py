@@ -74,3 +74,28 @@ def test_a_tuple_its_own_herald_rules_out_is_neither_probed_nor_stored() -> None
     right = [(0, 700, 0.5)]
     out, join = run(left, right, predicate, window=10)
     assert out == [] and join.dropped == 3 and not join.runs[0]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 10**6),
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.integers(0, 12),
+    st.lists(atoms(("a", "b")), min_size=1, max_size=2),
+    st.lists(atoms(JOIN_ATTRIBUTES), min_size=1, max_size=3),
+)
+def test_a_select_passes_partition_ids_on_to_the_join(seed, n, m, heralds, select_predicate, predicate) -> None:
+    from armd.heralds import MultiModalSelect
+    from armd.heralds.select import regular_select
+
+    left_stream = punctuated_stream(seed, n, heralds=heralds, time_share=0.4, slack=0.5)
+    right_stream = punctuated_stream(seed + 1, m, heralds=heralds, time_share=0.4, slack=0.5)
+    select = MultiModalSelect(select_predicate, POSITION)
+    selected = [p for p in map(select.process, Partitioner(POSITION, ts="ts").feed(right_stream)) if p is not None]
+    join = MultiModalJoin(predicate, POSITION, POSITION, window=3.0)
+    out = []
+    for _, side, pid, patterns, row in merged_events(Partitioner(POSITION, ts="ts").feed(left_stream), selected, (2, 2)):
+        join.insert(side, pid, patterns, row, out)
+    right = regular_select(strip_heralds(right_stream), select_predicate, POSITION)
+    assert sorted(out) == all_pairs(strip_heralds(left_stream), right, predicate, 3.0)
