@@ -19,8 +19,12 @@ mode, decided by PredSAT on the two heralds and cached by their patterns:
 
 A tuple whose own herald already contradicts the predicate, whatever the
 other side holds, is neither probed nor stored. Anonymous partitions
-(id 0) are evaluated in full. Output pairs carry the pair of partition ids
-(§V.D's propagated id).
+(id 0) are evaluated in full. Each side remembers, for its latest
+partition, what it joins with (the other side's runs that are not skipped,
+grouped by mode) until the other side gains or loses a run, so a tuple
+does not look its modes up run by run. The output is (left row, right
+row) pairs: handing the pair of partition ids on to a further join
+(§V.D) is not built.
 
 Window semantics (the same in ``regular_join`` and in the tests' oracle):
 events are processed in timestamp order, ties left before right; a pair
