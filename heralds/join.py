@@ -100,6 +100,8 @@ class MultiModalJoin:
         self._pairs: dict[tuple[Patterns | None, Patterns | None], tuple[JoinAction, Callable | None]] = {}
         self._evaluate: dict[tuple[Atom, ...], tuple[JoinAction, Callable]] = {}
         """One entry per distinct residual, so runs in the same mode are recognised by identity."""
+        self._alone: dict[tuple[int, Patterns | None], bool] = {}
+        """Whether a herald alone rules the predicate out, by side and patterns."""
         self._dead = [(ANONYMOUS, False), (ANONYMOUS, False)]
         """Per side, the last partition id decided alone and whether its herald rules the predicate out
         (a side's partitions arrive one after the other, so one entry per side is enough)."""
@@ -205,8 +207,12 @@ class MultiModalJoin:
 
     def _decide_alone(self, side: int, pid: int, patterns: Patterns | None) -> bool:
         """Does this partition's herald alone rule the predicate out, whatever the other side holds?"""
-        left, right = (patterns, None) if side == LEFT else (None, patterns)
-        dead = self.reasoner.decide(left, right).verdict is Verdict.UNSATISFIABLE
+        dead = self._alone.get((side, patterns))
+        if dead is None:
+            if len(self._alone) >= DECISION_CACHE:
+                self._alone.clear()
+            left, right = (patterns, None) if side == LEFT else (None, patterns)
+            dead = self._alone[(side, patterns)] = self.reasoner.decide(left, right).verdict is Verdict.UNSATISFIABLE
         self._dead[side] = (pid, dead)
         return dead
 
