@@ -1,0 +1,119 @@
+"""The multi-modal select: one physical select serving several logical plans (paper 002 §V.A–B).
+
+A select holds a control table from partition id to an action — pass,
+skip or evaluate (the paper's flags 0, 1, 2) — and, for evaluate, the
+compiled residual predicate. The table is filled by the operator's
+configurator the first time a partition shows up, from PredSAT's decision
+for the partition's herald (cached by the herald's patterns), and emptied
+as partitions close. Anonymous partitions (id 0) are always evaluated in
+full. Output keeps the partition ids, so operators downstream can be
+configured the same way without partitioning again (§V.D).
+
+Every partition id in the table belongs to one logical SQO plan at a time;
+``scopes`` lists them, which is the set of concurrent logical plans and the
+substreams each one serves (§IV).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from enum import Enum
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .herald import Herald, Patterns
+from .partitioner import ANONYMOUS, Partition
+from .predicates import Atom, compile_conjunction
+from .predsat import DECISION_CACHE, SELECT_PLANS, SelectReasoner, Verdict
+from .satisfiability import Domain
+
+
+class Action(Enum):
+    PASS = 0
+    SKIP = 1
+    EVALUATE = 2
+
+
+_ACTION = {Verdict.IMPLIED: Action.PASS, Verdict.UNSATISFIABLE: Action.SKIP, Verdict.UNKNOWN: Action.EVALUATE}
+_PASS, _SKIP, _EVALUATE = Action.PASS.value, Action.SKIP.value, Action.EVALUATE.value
+Row = tuple[Any, ...]
+
+
+class MultiModalSelect:
+    """σ_P over partitions; ``position`` maps attribute names to row indices."""
+
+    def __init__(self, predicate: Sequence[Atom], position: Mapping[str, int], domain: Domain = Domain.REAL) -> None:
+        self.reasoner = SelectReasoner(predicate, domain)
+        self.position = dict(position)
+        self.full = compile_conjunction(self.reasoner.predicate, self.position)
+        self.control: dict[int, tuple[int, Callable[[Row], bool] | None, Verdict]] = {}
+        """Partition id → (action flag, compiled residual for evaluate, PredSAT's verdict)."""
+        self._decided: dict[Patterns, tuple[int, Callable[[Row], bool] | None, Verdict]] = {}
+        self._counts = [0, 0, 0]
+        self._compiled: dict[tuple[Atom, ...], Callable[[Row], bool]] = {}
+        """Compiled residuals: many heralds leave the same atoms to evaluate, and compiling costs more than deciding."""
+        self.decisions = 0
+        """PredSAT runs (cache misses)."""
+
+    def configure(self, pid: int, patterns: Patterns) -> tuple[int, Callable[[Row], bool] | None, Verdict]:
+        """The configurator: decide for a new partition and enter it in the control table."""
+        entry = self._decided.get(patterns)
+        if entry is None:
+            if len(self._decided) >= DECISION_CACHE:
+                self._decided.clear()
+            decision = self.reasoner.decide(patterns)
+            self.decisions += 1
+            residual = None
+            if decision.verdict is Verdict.UNKNOWN:
+                residual = self._compiled.get(decision.residual)
+                if residual is None:
+                    residual = self._compiled[decision.residual] = compile_conjunction(decision.residual, self.position)
+            entry = self._decided[patterns] = (_ACTION[decision.verdict].value, residual, decision.verdict)
+        self.control[pid] = entry
+        return entry
+
+    def process(self, part: Partition) -> Partition | None:
+        """One partition slice in, its qualifying rows out (same id); None when nothing qualifies."""
+        pid, _, rows = part
+        if pid == ANONYMOUS:
+            kept = [r for r in rows if self.full(r)]
+            self._counts[_EVALUATE] += len(rows)
+            return Partition(pid, None, kept) if kept else None
+        entry = self.control.get(pid)
+        if entry is None:
+            entry = self.configure(pid, part.herald)  # type: ignore[arg-type]
+        flag, residual, _ = entry
+        self._counts[flag] += len(rows)
+        if flag == _SKIP:
+            return None
+        if flag == _PASS:
+            return part
+        kept = [r for r in rows if residual(r)]  # type: ignore[misc]
+        return Partition(pid, part.herald, kept) if kept else None
+
+    @property
+    def tuples(self) -> Counter[Action]:
+        """Input tuples per action taken (anonymous ones count as evaluated)."""
+        return Counter({a: self._counts[a.value] for a in Action if self._counts[a.value]})
+
+    def release(self, pids: Iterable[int]) -> None:
+        """Closed partitions leave the control table."""
+        for pid in pids:
+            self.control.pop(pid, None)
+
+    def scopes(self) -> dict[str, list[int]]:
+        """The logical SQO plans in use and the partition ids each one serves."""
+        out: dict[str, list[int]] = {}
+        for pid, (_, _, verdict) in sorted(self.control.items()):
+            out.setdefault(SELECT_PLANS[verdict], []).append(pid)
+        return out
+
+
+def strip_heralds(stream: Iterable[Any]) -> list[Row]:
+    """The data rows of a punctuated stream (what a plan that ignores heralds sees)."""
+    return [r for r in stream if r.__class__ is not Herald]
+
+
+def regular_select(rows: Sequence[Row], predicate: Sequence[Atom], position: Mapping[str, int]) -> list[Row]:
+    """The unoptimised plan and the oracle: evaluate the whole predicate on every row."""
+    keep = compile_conjunction(predicate, position)
+    return [r for r in rows if keep(r)]
