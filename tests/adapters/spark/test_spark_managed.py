@@ -6,7 +6,6 @@ import math
 import time
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
 from support.spark import progress_listener, spark  # noqa: F401
 from structlog.testing import capture_logs
 
@@ -18,13 +17,6 @@ from armd.adapters.spark.sinks import BatchSink, MemorySink
 from armd.control.ports import EventRecord, QuerySettings
 
 WINDOWED_COUNT = "armd.adapters.spark.builders:windowed_count"
-
-
-def passthrough(spark: SparkSession, params: QueryParams) -> DataFrame:
-    """A stateless builder: the source rows as they come."""
-    from armd.adapters.spark.builders import synthetic
-
-    return synthetic(spark, params, "clicks")
 
 
 class FailingSink(BatchSink):
@@ -113,7 +105,7 @@ def test_keep_hook_changes_between_batches_of_a_running_query(spark, progress_li
     manager = QueryManager(spark, tmp_path / "checkpoints")
     extra = {"sources": {"clicks": {**sources({"clicks": 50.0}, start=time.time() - 1, seconds=1e9, batch_seconds=1)["clicks"],
                                     "end_seconds": ""}}}
-    manager.register(ManagedSpec("live", "test_spark_managed:passthrough", sink, QueryParams(extra=extra)))
+    manager.register(ManagedSpec("live", "support.builders:passthrough", sink, QueryParams(extra=extra)))
     try:
         manager.start("live")
         assert progress_listener.wait_for(lambda: len(sink.batch_ids("live")) >= 2 and sink.rows("live"), 60)
@@ -131,7 +123,7 @@ def test_a_failing_query_calls_the_termination_hook(spark, progress_listener, tm
     progress_listener.add_termination_hook(failed.append)
     manager = QueryManager(spark, tmp_path / "checkpoints")
     extra = {"sources": sources({"clicks": 5.0}, start=time.time() - 100, seconds=4, batch_seconds=4)}
-    manager.register(ManagedSpec("broken", "test_spark_managed:passthrough", FailingSink(), QueryParams(extra=extra)))
+    manager.register(ManagedSpec("broken", "support.builders:passthrough", FailingSink(), QueryParams(extra=extra)))
     query = manager.start("broken")
     with pytest.raises(Exception, match="the sink is broken"):
         query.awaitTermination(60)
