@@ -24,6 +24,7 @@ from armd.policies.staging import Staging, stage
 
 from .errors import TemporaryError
 from .ports import ActualState, Applier, LiveApplier, QuerySettings, ResumableApplier, Store
+from .records import new_id
 
 Record = Callable[[str, Callable[[], Any]], None]
 """``record(kind, write)``: queue a store write; writes run in order, later when the store is down (``control.outbox``)."""
@@ -80,8 +81,9 @@ class OpenMigration:
     """What goes into the store row's ``details`` (old and new settings, the decision, the live record)."""
     summary: dict[str, Any]
     """What the migration's events carry."""
-    row: dict[str, int] = field(default_factory=dict)
-    """The store row's id under ``"id"`` once written (the write may wait in the record queue)."""
+    ref: int | str = field(default_factory=new_id)
+    """How the store finds its row: the id armd generated when it began (written with the row, so an update queued
+    behind the row's creation needs no answer from the store), or the row id of a migration read back at a restart."""
     recorded: bool = False
     live: Migration | None = None
     """The live migration's latest state (None: the applier has not reported one)."""
@@ -163,10 +165,11 @@ class Coordinator:
             return
         opened.recorded = True
         ports, name = self.ports, self.ports.applier.name
-        ports.record("migration", lambda: opened.row.setdefault(
-            "id", ports.store.record_migration(opened.query, name, "running", opened.at, details=opened.details)))
+        uid, details = str(opened.ref), dict(opened.details)
+        ports.record("migration", lambda: ports.store.record_migration(opened.query, name, "running", opened.at, details=details,
+                                                                        uid=uid))
         ports.emit("migration_started", "info", f"migration of {opened.query!r} started ({name})", opened.query,
-                   opened.summary, migration=opened.row.get("id"))
+                   opened.summary, migration=opened.ref)
         ports.metrics.migration("started")
 
     def discard(self, opened: OpenMigration) -> None:
@@ -180,15 +183,15 @@ class Coordinator:
         if self.open.get(opened.query) is opened:
             del self.open[opened.query]
         self.started(opened)
-        at, row = self.ports.clock(), opened.row
+        at, ref = self.ports.clock(), opened.ref
         # The row may still wait in the record queue; the update runs after it, in order.
-        self.ports.record("migration", lambda: self.ports.store.update_migration(row["id"], state, at, finished=True,
+        self.ports.record("migration", lambda: self.ports.store.update_migration(ref, state, at, finished=True,
                                                                                   details=dict(details)))
         self.ports.metrics.migration("done" if state == "done" else "failed")
         if event is not None:
             kind, severity, message = event
             summary = {**opened.summary, **{k: v for k, v in details.items() if k in ("strategy", "t_split", "error")}}
-            self.ports.emit(kind, severity, message, opened.query, summary, alert=alert, migration=row.get("id"))
+            self.ports.emit(kind, severity, message, opened.query, summary, alert=alert, migration=ref)
 
     def transition(self, record: Migration) -> None:
         """A live applier moved a migration to another state (its ``on_transition``)."""
@@ -198,11 +201,11 @@ class Coordinator:
         self.started(opened)
         opened.live = record
         opened.details = {**opened.details, "live": record.as_record()}
-        state, details, row = record.state, opened.details, opened.row
+        state, details, ref = record.state, opened.details, opened.ref
         if not record.final:
             at = self.ports.clock()
-            self.ports.record("migration", lambda: self.ports.store.update_migration(row["id"], state, at, details=details))
-            self.ports.log.info("migration_" + state, query=record.query, migration=row.get("id"), t_split=record.t_split)
+            self.ports.record("migration", lambda: self.ports.store.update_migration(ref, state, at, details=details))
+            self.ports.log.info("migration_" + state, query=record.query, migration=ref, t_split=record.t_split)
             current = self.actual.get(record.query)
             if current is not None and current.plan_version == opened.version:
                 self.report(replace(current, phase="migrating", migration_state=state))
@@ -249,7 +252,7 @@ class Coordinator:
             actual = self.actual.get(query)
             opened = OpenMigration(query, int(details.get("plan_version") or (actual.plan_version if actual else 0)),
                                    ports.clock(), details, {"applier": ports.applier.name, "decision_id": details.get("decision_id")},
-                                   row={"id": row["id"]}, recorded=True)
+                                   ref=row.get("uid") or row["id"], recorded=True)
             try:
                 if "live" not in details or not isinstance(ports.applier, ResumableApplier):
                     raise ValueError("the daemon stopped while it ran and it left no state to go on from")
@@ -264,7 +267,7 @@ class Coordinator:
             self.open[query] = opened
             resumed.append(query)
             ports.emit("migration_resumed", "info", f"migration of {query!r} resumed in state {record.state} "
-                       f"(T_split {record.t_split})", query, {**opened.summary, "state": record.state}, migration=row["id"])
+                       f"(T_split {record.t_split})", query, {**opened.summary, "state": record.state}, migration=opened.ref)
         return tuple(resumed)
 
     # --- staging --------------------------------------------------------------------------------

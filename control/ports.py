@@ -351,13 +351,17 @@ class Store(Protocol):
 
     def record_migration(
         self, query: str, strategy: str, state: str, at: datetime, split_time: float | None = None,
-        details: Mapping[str, Any] | None = None,
-    ) -> int: ...
+        details: Mapping[str, Any] | None = None, uid: str | None = None,
+    ) -> int:
+        """A migration started; ``uid`` is the id armd generated for it, so later updates can name it before this returns."""
+        ...
 
     def update_migration(
-        self, id: int, state: str, at: datetime, *, finished: bool = False, lost: int | None = None,
+        self, id: int | str, state: str, at: datetime, *, finished: bool = False, lost: int | None = None,
         duplicated: int | None = None, differing: int | None = None, details: Mapping[str, Any] | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Move a migration on; ``id`` is the row's id or the ``uid`` it was recorded with."""
+        ...
 
     def open_migrations(self) -> list[dict[str, Any]]:
         """Unfinished migrations (``id``, ``query``, ``strategy``, ``state``, ``details``), oldest first; read back at start."""

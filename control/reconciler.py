@@ -164,7 +164,7 @@ class Reconciler:
             return
         extra = None
         if query in self.coordinator.in_progress():
-            ports.log.info("migration_running", query=query, migration=opened.row.get("id"), strategy=strategy)
+            ports.log.info("migration_running", query=query, migration=opened.ref, strategy=strategy)
             extra = self._extra_state(query, old, new)
         elif strategy is not None:
             self.coordinator.close(opened, "done", {**opened.details, "strategy": strategy},
@@ -180,7 +180,7 @@ class Reconciler:
             ports.record("status", lambda: ports.store.set_query_status(query, "active", at, "desired settings applied again"))
         ports.metrics.qos(query, new.qos)
         ports.record("settings", lambda: ports.store.set_query_settings(query, new, at))
-        ports.log.info("settings_applied", query=query, migration=opened.row.get("id"), strategy=strategy or "unchanged",
+        ports.log.info("settings_applied", query=query, migration=opened.ref, strategy=strategy or "unchanged",
                        plan_version=wanted.plan_version, windows=dict(new.windows), granularity=new.granularity,
                        qos=round(new.qos, 6))
         self.released.discard((query, wanted.plan_version))

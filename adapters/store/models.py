@@ -159,9 +159,11 @@ class BatchRow(Base):
 
 class Decision(Base):
     __tablename__ = "decisions"
-    __table_args__ = (Index("ix_decisions_at", "at"),)
+    __table_args__ = (Index("ix_decisions_at", "at"), Index("ux_decisions_uid", "uid", unique=True))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uid: Mapped[str | None] = mapped_column(String(36))
+    """The id armd generated for the decision (``DecisionRecord.id``, revision 0005); desired settings and migrations name it."""
     at: Mapped[datetime]
     policy: Mapped[str] = mapped_column(String(100))
     trigger: Mapped[str] = mapped_column(Text)
@@ -193,9 +195,12 @@ class Estimate(Base):
 
 class Migration(Base):
     __tablename__ = "migrations"
-    __table_args__ = (Index("ix_migrations_query", "query"), Index("ix_migrations_finished_at", "finished_at"))
+    __table_args__ = (Index("ix_migrations_query", "query"), Index("ix_migrations_finished_at", "finished_at"),
+                      Index("ux_migrations_uid", "uid", unique=True))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uid: Mapped[str | None] = mapped_column(String(36))
+    """The id armd generated when the migration began (revision 0005), by which it updates the row."""
     query: Mapped[str] = mapped_column(String(200))
     strategy: Mapped[str] = mapped_column(String(50))
     state: Mapped[str] = mapped_column(String(50))

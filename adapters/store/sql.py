@@ -407,6 +407,7 @@ class SqlStore:
             dry_run=record.dry_run, applied=record.applied, weighted_qos=record.weighted_qos, reason=record.reason,
             estimated_memory_bytes=record.estimated_memory_bytes, estimated_cpu=record.estimated_cpu,
             duration_ms=record.duration_ms, inputs=_json_value(record.inputs), outputs=_json_value(record.outputs),
+            uid=record.id,
         )
 
     def record_event(self, event: EventRecord) -> int:
@@ -451,18 +452,19 @@ class SqlStore:
         at: datetime,
         split_time: datetime | None = None,
         details: Mapping[str, Any] | None = None,
+        uid: str | None = None,
     ) -> int:
-        """A plan migration of ``query`` started at ``at``; returns its id for ``update_migration``."""
+        """A plan migration of ``query`` started at ``at``; returns its id for ``update_migration`` (which takes ``uid`` too)."""
         at = _utc(at)
         return self._insert(
             m.Migration,
             query=query, strategy=strategy, state=state, started_at=at, updated_at=at,
-            split_time=_utc(split_time) if split_time is not None else None, details=_json_value(details or {}),
+            split_time=_utc(split_time) if split_time is not None else None, details=_json_value(details or {}), uid=uid,
         )
 
     def update_migration(
         self,
-        id: int,
+        id: int | str,
         state: str,
         at: datetime,
         *,
@@ -472,7 +474,8 @@ class SqlStore:
         differing: int | None = None,
         details: Mapping[str, Any] | None = None,
     ) -> None:
-        """Move migration ``id`` to ``state``; ``finished`` closes it. Counts and details left ``None`` keep their values."""
+        """Move migration ``id`` (its row id, or the ``uid`` it was recorded with) to ``state``; ``finished`` closes it.
+        Counts and details left ``None`` keep their values."""
         at = _utc(at)
         values: dict[str, Any] = {"state": state, "updated_at": at}
         if finished:
@@ -482,7 +485,8 @@ class SqlStore:
                 values[key] = value
 
         def run(session: Session) -> None:
-            migration = session.get(m.Migration, id)
+            migration = (session.scalars(select(m.Migration).where(m.Migration.uid == id)).first() if isinstance(id, str)
+                         else session.get(m.Migration, id))
             if migration is None:
                 raise KeyError(f"no migration with id {id} in the metadata store")
             for key, value in values.items():

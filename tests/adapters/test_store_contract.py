@@ -3,8 +3,7 @@
 The controller's tests run on ``support.fakes.MemoryStore``; the daemon runs
 on ``SqlStore``. This suite runs the same port calls over all three, so the
 fake cannot drift from the real stores. Methods a store does not implement
-yet (``write_desired``/``desired_settings``/``write_actual``/``actual_states``
-arrive in ``SqlStore`` with revision 0005) skip on it.
+yet skip on it (``needs``).
 """
 
 from __future__ import annotations
@@ -85,6 +84,17 @@ def test_open_migrations_list_the_unfinished_ones_oldest_first(store) -> None:
     store.update_migration(first, "draining", T0 + timedelta(seconds=2))
     store.update_migration(second, "done", T0 + timedelta(seconds=2), finished=True)
     assert [(r["id"], r["state"]) for r in store.open_migrations()] == [(first, "draining")]
+
+
+def test_a_migration_is_updated_by_the_id_armd_gave_it(store) -> None:
+    configured(store, "q1", "q2")
+    store.record_migration("q1", "genmig", "running", T0, uid="m-1")
+    other = store.record_migration("q2", "genmig", "running", T0, uid="m-2")
+    store.update_migration("m-1", "draining", T0 + timedelta(seconds=1), details={"t_split": 5})
+    store.update_migration("m-2", "done", T0 + timedelta(seconds=2), finished=True)
+    rows = store.open_migrations()
+    assert [(r["query"], r["state"]) for r in rows] == [("q1", "draining")] and rows[0]["details"]["t_split"] == 5
+    assert other not in [r["id"] for r in rows]
 
 
 def test_records_are_taken_and_ids_given(store) -> None:

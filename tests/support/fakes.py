@@ -71,6 +71,8 @@ class MemoryStore:
         self.open: list[dict] = []
         """What ``open_migrations`` returns (rows a daemon that stopped left unfinished)."""
         self.desired: dict[str, DesiredSettings] = {}
+        self.migration_uids: list[str | None] = []
+        """The id armd generated for each migration recorded, in order."""
         self.actual: dict[str, ActualState] = {}
         self._ids = 0
 
@@ -112,18 +114,21 @@ class MemoryStore:
     def record_event(self, event):
         return self._call("event", event)
 
-    def record_migration(self, query, strategy, state, at, split_time=None, details=None):
+    def record_migration(self, query, strategy, state, at, split_time=None, details=None, uid=None):
         id = self._call("migration", (query, strategy, state))
-        self.open.append({"id": id, "query": query, "strategy": strategy, "state": state, "details": dict(details or {})})
+        self.migration_uids.append(uid)
+        self.open.append({"id": id, "uid": uid, "query": query, "strategy": strategy, "state": state,
+                          "details": dict(details or {})})
         return id
 
     def update_migration(self, id, state, at, *, finished=False, lost=None, duplicated=None, differing=None, details=None):
         self._call("migration_update", (id, state))
+        key = "uid" if isinstance(id, str) else "id"
         for row in self.open:
-            if row["id"] == id:
+            if row.get(key) == id:
                 row.update(state=state, details={**row["details"], **(details or {})})
         if finished:
-            self.open = [row for row in self.open if row["id"] != id]
+            self.open = [row for row in self.open if row.get(key) != id]
 
     def open_migrations(self):
         if self.down:

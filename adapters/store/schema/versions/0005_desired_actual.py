@@ -3,7 +3,9 @@
 The control cycle writes what it wants each query to run with
 (``desired_settings``); the reconciler applies it and reports what runs
 (``actual_states``). One row per query in each, upserted; history stays in
-``decisions`` and ``migrations``.
+``decisions`` and ``migrations``, which gain ``uid``: the id armd generates
+for a decision or a migration, so later records name it without waiting for
+the store to answer.
 
 Revision ID: 0005
 Revises: 0004
@@ -52,8 +54,16 @@ def upgrade() -> None:
         sa.Column("at", UTC_TIME),
         sa.CheckConstraint("phase IN ('steady', 'migrating', 'retrying', 'failed')", name="ck_actual_states_phase"),
     )
+    # Ids armd generates itself, so a record can name another before the store has answered.
+    for table in ("decisions", "migrations"):
+        op.add_column(table, sa.Column("uid", sa.String(36)))
+        op.create_index(f"ux_{table}_uid", table, ["uid"], unique=True)
 
 
 def downgrade() -> None:
+    for table in ("decisions", "migrations"):
+        op.drop_index(f"ux_{table}_uid", table)
+        with op.batch_alter_table(table) as batch:
+            batch.drop_column("uid")
     op.drop_table("actual_states")
     op.drop_table("desired_settings")
