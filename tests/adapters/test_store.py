@@ -45,6 +45,15 @@ VIEWS = {"query_overview", "recent_decisions", "open_migrations", "recent_alerts
 
 
 @pytest.fixture
+
+def upgrade(url: str) -> None:
+    """Bring the database at ``url`` to the head revision, closing the connection (a leaked one warns later, elsewhere)."""
+    store = SqlStore.open(url, retries=0)
+    try:
+        store.upgrade()
+    finally:
+        store.close()
+
 def store(store_url: str) -> Iterator[SqlStore]:
     store = SqlStore.open(store_url, retries=0)
     store.upgrade()
@@ -498,7 +507,7 @@ def test_a_renamed_table_is_unavailable_until_it_is_back(store: SqlStore, store_
 def test_a_lock_held_past_the_call_timeout_is_unavailable_within_it(store_url: str) -> None:
     import time
 
-    SqlStore.open(store_url, retries=0).upgrade()
+    upgrade(store_url)
     store = SqlStore.open(store_url, retries=0, call_timeout_seconds=0.5)
     engine = create_engine(store_url)
     try:
@@ -541,7 +550,7 @@ def test_the_lease_goes_to_one_holder_until_it_lapses_or_is_released(store: SqlS
 def test_racing_daemons_get_the_lease_once(store_url: str) -> None:
     import threading
 
-    SqlStore.open(store_url, retries=0).upgrade()
+    upgrade(store_url)
     stores = [SqlStore.open(store_url, retries=0) for _ in range(4)]
     results: list[bool] = []
     gate = threading.Barrier(len(stores))

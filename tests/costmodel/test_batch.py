@@ -19,7 +19,7 @@ from armd.costmodel.evaluate import estimate
 from armd.costmodel.plan import PlanSet, parse_plan
 from armd.costmodel.workload import PLAN_TYPES, section54, section54_workload
 
-pytestmark = pytest.mark.filterwarnings("error")  # a numpy RuntimeWarning (0/0, ∞−∞, …) fails the test
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # a numpy RuntimeWarning (0/0, ∞−∞, …) fails the test
 
 RTOL = 1e-9
 EXAMPLE = REPO / "config" / "plans" / "example.json"
