@@ -44,8 +44,6 @@ TABLES = {"streams", "queries", "plan_nodes", "observations", "batches", "estima
 VIEWS = {"query_overview", "recent_decisions", "open_migrations", "recent_alerts"}
 
 
-@pytest.fixture
-
 def upgrade(url: str) -> None:
     """Bring the database at ``url`` to the head revision, closing the connection (a leaked one warns later, elsewhere)."""
     store = SqlStore.open(url, retries=0)
@@ -54,6 +52,8 @@ def upgrade(url: str) -> None:
     finally:
         store.close()
 
+
+@pytest.fixture
 def store(store_url: str) -> Iterator[SqlStore]:
     store = SqlStore.open(store_url, retries=0)
     store.upgrade()
