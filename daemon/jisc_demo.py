@@ -3,7 +3,7 @@
 Three streams of user events (views, carts, clicks; one key per user) are
 joined within a window; halfway through, views become the fastest stream and
 clicks slow down, so the order the join started in stops being the cheapest.
-``migrations.join.adaptive.run_adaptive`` measures rates and pairwise
+``control.adaptive_join.run_adaptive`` measures rates and pairwise
 selectivities as it goes and switches the order live (JISC); the demo then
 checks the output against the brute-force oracle: as many results as the
 oracle counts, none twice, each one tuple per stream with equal keys within

@@ -185,7 +185,7 @@ def read_control(path: str | os.PathLike[str], streams: Sequence[str], default: 
 
 
 class ControlFiles:
-    """The daemon's side of the control files: one per JISC query (``daemon.ports.JoinOrders``).
+    """The daemon's side of the control files: one per JISC query (``control.ports.JoinOrders``).
 
     ``joins`` maps each query to (control file, its streams, the order it
     starts with). The file is the truth: a restarted daemon reads the epoch
