@@ -2,13 +2,16 @@
 
 Why a module of its own: one store, one active daemon is a rule with its own
 timing (renew ``LEASE_RENEWALS`` times per ``store.lease_seconds``, poll as
-often in standby) and its own messages, kept apart from the wiring in
+often in standby; a lease whose holder was killed on this host is taken at
+once) and its own messages, kept apart from the wiring in
 ``service.py``. The atomic take and renew are the store's
 (``adapters/store/lease.py``).
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from datetime import datetime, timezone
 from typing import Any
@@ -49,6 +52,13 @@ class Lease:
                     raise
                 self.log.warning("store_unavailable", step="lease", error=str(exc))
                 held = None
+            if held is not None and not held.ours and _dead_here(held):
+                # Its holder was killed (kill -9, a crash) on this very host: waiting out the lease would only delay the
+                # restart that a supervisor or a person just asked for.
+                self.store.release_lease(held.holder)
+                self.log.warning("lease_taken_over", holder=self.holder, previous=held.holder,
+                                 message=f"the store's lease was held by armd on this host (pid {held.pid}), which is gone; taken over")
+                continue
             if held is not None and held.ours:
                 self.expires = held.expires_at
                 if waiting_for is not None:  # a plain start says whose lease it is in ``daemon_started``
@@ -82,3 +92,16 @@ class Lease:
     def release(self) -> None:
         """Give the lease up at a clean stop, so a standby takes over at once."""
         self.store.release_lease(self.holder)
+
+
+def _dead_here(held: Holding) -> bool:
+    """Whether ``held``'s holder ran on this host and its process is gone."""
+    if held.host != socket.gethostname() or not held.pid.isdigit() or int(held.pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(held.pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False

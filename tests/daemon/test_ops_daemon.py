@@ -218,7 +218,9 @@ def test_migrations_are_events_with_the_migration_bound_in_the_log(ops_run: Any)
     kinds = [e["kind"] for e in ops_run["events"]]
     assert kinds.count("migration_started") >= 1 and kinds.count("migration_finished") == kinds.count("migration_started")
     logged = [line for line in log_lines(ops_run["stderr"]) if line["event"] in ("migration_started", "migration_finished")]
-    assert logged and all(isinstance(line["migration"], int) and line["query"] in QUERIES for line in logged)
+    assert logged and all(isinstance(line["migration"], str) and line["query"] in QUERIES for line in logged)
+    started = {line["migration"] for line in logged if line["event"] == "migration_started"}
+    assert started == {line["migration"] for line in logged if line["event"] == "migration_finished"}  # one id per migration
     assert all(line["policy"] == "weighted-qos" for line in log_lines(ops_run["stderr"]) if line["event"] == "decision_made")
 
 
