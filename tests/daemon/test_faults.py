@@ -282,6 +282,19 @@ def test_a_second_daemon_exits_naming_the_holder_and_a_standby_takes_over(tmp_pa
     assert sql(url, "SELECT count(*) FROM leases")[0][0] == 0  # a clean stop gives the lease up
 
 
+def test_a_daemon_killed_on_this_host_leaves_no_lease_that_holds_up_its_restart(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'armd.db'}"
+    config = configure(tmp_path, url, lease=60.0)  # far longer than the test: only the dead pid lets the restart in
+    killed = Daemon(config)
+    killed.process.kill()
+    killed.process.wait(timeout=10)
+    restarted = Daemon(config)
+    taken = restarted.wait_for("lease_taken_over", timeout=15)
+    assert taken["previous"].split(":")[1] == str(killed.process.pid)
+    result = restarted.stop()
+    assert result.returncode == 0
+
+
 def test_a_daemon_whose_lease_is_taken_stops_deciding_and_exits_non_zero(tmp_path) -> None:
     url = f"sqlite:///{tmp_path / 'armd.db'}"
     config = configure(tmp_path, url)
