@@ -99,6 +99,8 @@ class Service:
         self.lease_lost: Holding | None = None
         """Set when another daemon took the lease while this one ran: the run ends and raises ``LeaseHeld``."""
         self._stop_asked: float | None = None
+        self._signal: str | None = None
+        """The stop signal received (logged by the main loop, not by the handler)."""
         self._step = threading.Lock()
         """Held while a step runs, so the stop knows when the step in progress has finished."""
         self.stop = threading.Event()
@@ -297,6 +299,8 @@ class Service:
                 every_tick()
                 next_tick = now + tick_seconds
             if self.stop.wait(wait):
+                if self._signal is not None:
+                    self.log.info("signal_received", signal=self._signal)
                 return
 
     def _timed(self, job_id: str, step: Callable[[], None], interval: float) -> Callable[[], None]:
@@ -321,7 +325,8 @@ class Service:
 
     def _install_signals(self) -> None:
         def stop(signum: int, _frame: Any) -> None:
-            self.log.info("signal_received", signal=signal.Signals(signum).name)
+            # No logging here: the handler runs on the main thread, maybe inside a log write that holds the log's lock.
+            self._signal = signal.Signals(signum).name
             if self._stop_asked is None:
                 self._stop_asked = time.monotonic()
             if self.controller is not None:
