@@ -169,6 +169,11 @@ LIMITS = [
      "source.streams.clicks.steps[0].rate_per_second", "≤ 100000"),
     ("burst factor 1e308", f"[source.streams.clicks]\nbursts = [{{ at_seconds = 1, duration_seconds = 1, factor = {HUGE} }}]",
      "source.streams.clicks.bursts[0].factor", "> 0 and ≤ 1000"),
+    ("burst past the simulated rate", "[source.streams.clicks]\nrate_per_second = 1000\n"
+     "bursts = [{ at_seconds = 1, duration_seconds = 1, factor = 200 }]", "source.streams.clicks.bursts[0].factor",
+     "200 × the base rate 1000 is 200000 arrivals per second; allowed: at most 100000"),
+    ("plan rate too fast to simulate", ("rate = 0.05", "rate = 1000"), "source.streams.clicks.rate_per_second",
+     "the plan's rate 1e+06 arrivals per second is too fast to simulate"),
     ("burst 1e308 s long", f"[source.streams.clicks]\nbursts = [{{ at_seconds = 1, duration_seconds = {HUGE}, factor = 2 }}]",
      "source.streams.clicks.bursts[0].duration_seconds", "(a year)"),
     ("keys huge", "[source.streams.clicks]\nkeys = 99999999999", "source.streams.clicks.keys", "≤ 1e+06"),
