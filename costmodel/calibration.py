@@ -27,7 +27,7 @@ from scipy.optimize import nnls
 
 from .constants import CostConstants
 from .evaluate import estimate
-from .plan import PlanSet
+from .plan import MAX_VALUE, MIN_VALUE, PlanSet, unique_keys
 
 CPU_CONSTANTS = ("C_H", "C_B", "C_R", "C_P", "C_F", "C_E", "C_O", "C_L", "C_U", "C_I", "C_S", "C_Rd", "C_T", "C_Q")
 """The per-operation constants of the CPU formulas (sizes and bucket counts are not among them)."""
@@ -84,13 +84,30 @@ class Calibration:
     @classmethod
     def from_json(cls, text: str) -> Calibration:
         try:
-            doc = json.loads(text)
-            return cls(
+            doc = json.loads(text, object_pairs_hook=unique_keys)
+            calibration = cls(
                 CostConstants().with_overrides(doc["constants"]), tuple(doc["learned"]), doc["bytes_per_row"],
                 float(doc["residual_seconds"]), int(doc["samples"]),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CalibrationError(f"stored calibration is malformed: {exc}") from None
+        calibration._check()
+        return calibration
+
+    def _check(self) -> None:
+        """What a calibration file may hold: a file written by hand or damaged must fail here, not in the model."""
+        unknown = [name for name in self.learned if name not in CostConstants.names()]
+        if unknown:
+            raise CalibrationError(f"learned names unknown constants {unknown}; allowed: {', '.join(CPU_CONSTANTS)}")
+        per_row = self.bytes_per_row
+        if per_row is not None and (isinstance(per_row, bool) or not isinstance(per_row, (int, float))
+                                    or not MIN_VALUE <= per_row <= MAX_VALUE):
+            raise CalibrationError(f"bytes_per_row must be null or a number in [{MIN_VALUE:g}, {MAX_VALUE:g}], "
+                                   f"got {per_row!r}")
+        if not (math.isfinite(self.residual_seconds) and self.residual_seconds >= 0):
+            raise CalibrationError(f"residual_seconds must be a finite number ≥ 0, got {self.residual_seconds!r}")
+        if self.samples < 0:
+            raise CalibrationError(f"samples must be a whole number ≥ 0, got {self.samples!r}")
 
 
 def fit_cpu(samples: Sequence[CpuSample], previous: CostConstants | None = None) -> tuple[CostConstants, tuple[str, ...], float]:

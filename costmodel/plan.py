@@ -129,7 +129,7 @@ def _parse_streams(raw: Any) -> dict[str, StreamSpec]:
         raise PlanError("'streams' must be a non-empty object of stream name → {d or rate, g, size}")
     streams = {}
     for name, spec in raw.items():
-        where = f"stream {name!r}"
+        where = f"stream {_name(name, 'stream')!r}"
         if not isinstance(spec, Mapping):
             raise PlanError(f"{where}: must be an object with d (or rate), g and size")
         unknown = set(spec) - STREAM_KEYS
@@ -140,13 +140,23 @@ def _parse_streams(raw: Any) -> dict[str, StreamSpec]:
         if "d" in spec:
             d = _positive(spec["d"], f"{where}: d")
         else:
-            d = 1.0 / _positive(spec["rate"], f"{where}: rate")
+            d = _positive(1.0 / _positive(spec["rate"], f"{where}: rate"), f"{where}: 1 / rate")
         g = _positive(spec.get("g", 1.0), f"{where}: g")
         if "size" not in spec:
             raise PlanError(f"{where}: missing size (bytes per element, a number > 0)")
         size = _positive(spec["size"], f"{where}: size")
         streams[name] = StreamSpec(name, d, g, size)
     return streams
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json.loads``: a key given twice in one object is a mistake, never "last wins"."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise PlanError(f"key {key!r} given twice in one object; allowed: each key once")
+        seen[key] = value
+    return seen
 
 
 def _number(value: Any, where: str) -> float:
@@ -157,13 +167,26 @@ def _number(value: Any, where: str) -> float:
 
 MAX_VALUE = 1e12
 """Largest accepted time, size or count: keeps every formula finite (1e12 ms is over 30 years)."""
+MIN_VALUE = 1e-6
+"""Smallest accepted time, size or count: its reciprocal (a rate, arrivals per unit) stays finite and usable."""
+MAX_NAME = 200
+"""Longest stream, query or node id: names are stored, and the store's name columns hold this many characters."""
 
 
 def _positive(value: Any, where: str) -> float:
     number = _number(value, where)
     if not 0 < number <= MAX_VALUE:
         raise PlanError(f"{where} must be > 0 and at most {MAX_VALUE:g}, got {value!r}")
+    if number < MIN_VALUE:
+        raise PlanError(f"{where} must be > 0 and at least {MIN_VALUE:g}, got {value!r}")
     return number
+
+
+def _name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME:
+        shown = repr(name) if len(repr(name)) <= 60 else f"{repr(name)[:50]}… ({len(str(name))} characters)"
+        raise PlanError(f"{what} {shown}: a name must be a non-empty string of at most {MAX_NAME} characters")
+    return name
 
 
 def _positive_int(value: Any, where: str) -> int:
@@ -194,6 +217,7 @@ class _Builder:
             raise PlanError("'queries' must be a non-empty object of query name → operator node")
         roots = {}
         for name, tree in queries.items():
+            _name(name, "query")
             roots[name] = self._collect(tree, str(name), f"query {name!r}")
         order: list[str] = []
         state: dict[str, str] = {}
@@ -242,6 +266,7 @@ class _Builder:
         node_id = raw.get("id", auto_id)
         if not isinstance(node_id, str) or not node_id:
             raise PlanError(f"{where}: id must be a non-empty string, got {node_id!r}")
+        _name(node_id, f"{where}: node id")
         where = f"node {node_id!r}"
         if node_id in self.raw:
             raise PlanError(

@@ -20,12 +20,12 @@ from contextlib import closing
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from armd.adapters.store import SchemaOutdated, SqlStore, StoreError
 from armd.costmodel.calibration import CalibrationError, CpuSample, calibrate, cpu_terms
 from armd.costmodel.evaluate import PROFILES, Estimate, estimate
-from armd.costmodel.plan import PlanError, PlanSet, parse_plan
+from armd.costmodel.plan import PlanError, PlanSet, parse_plan, unique_keys
 
 from . import logs, render
 from .config import Config, ConfigError, load_config
@@ -49,8 +49,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+class _Parser(argparse.ArgumentParser):
+    """A mistake on the command line is one line too, like every other user mistake (``armd -h`` shows usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}; see {self.prog} -h\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="armd", description="Adaptive resource manager for Spark Structured Streaming")
+    parser = _Parser(prog="armd", description="Adaptive resource manager for Spark Structured Streaming")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     est = commands.add_parser("estimate", help="estimate memory and CPU of the queries in a plan file")
@@ -86,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     history = commands.add_parser("history", help="decisions and events, newest first")
     _config_option(history)
     history.add_argument("--since", type=_duration, default=None, help="only the last DURATION (e.g. 90s, 30m, 1h, 2d)")
-    history.add_argument("--limit", type=int, default=20, help="at most this many decisions and events each (default 20)")
+    history.add_argument("--limit", type=_limit, default=20, help="at most this many decisions and events each (default 20)")
     history.add_argument("--json", action="store_true", help="print JSON")
     history.set_defaults(handler=_history)
 
@@ -134,12 +141,30 @@ def _config_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=Path(default), help=f"configuration file (default: $ARMD_CONFIG or {default})")
 
 
+MAX_SINCE_DAYS = 36500
+"""``--since`` reaches back a century at most: further is before any store and past what a date can hold."""
+MAX_LIMIT = 1_000_000
+"""``--limit`` at most: more rows than any terminal shows, and within what every database takes as a LIMIT."""
+
+
 def _duration(text: str) -> timedelta:
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text.strip())
     if not match:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}; use a number and a unit s, m, h or d, e.g. 30m")
-    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match[2]]
-    return timedelta(**{unit: float(match[1])})
+    seconds = float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
+    if seconds > MAX_SINCE_DAYS * 86400:
+        raise argparse.ArgumentTypeError(f"duration {text!r} is too long; allowed: at most {MAX_SINCE_DAYS}d")
+    return timedelta(seconds=seconds)
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number in [1, {MAX_LIMIT}], got {text!r}") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected a whole number in [1, {MAX_LIMIT}], got {text}")
+    return value
 
 
 def load_plan(path: Path) -> PlanSet:
@@ -148,9 +173,11 @@ def load_plan(path: Path) -> PlanSet:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read plan {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"cannot read plan {path}: not UTF-8 text; allowed: a JSON or TOML plan file") from None
     try:
-        doc = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        doc = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text, object_pairs_hook=unique_keys)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, PlanError) as exc:
         kind = "TOML" if path.suffix == ".toml" else "JSON"
         raise UserError(f"plan {path} is not valid {kind}: {exc}") from None
     try:
@@ -257,8 +284,6 @@ def _explain(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> int:
     config = load(args.config)
     since = datetime.now(timezone.utc) - args.since if args.since else None
-    if args.limit < 1:
-        raise UserError(f"--limit must be ≥ 1, got {args.limit}")
     with closing(_open_store(config)) as store:
         data = {"decisions": store.decisions(since, args.limit), "events": store.events(since, args.limit)}
     print(json.dumps(data, indent=2) if args.json else render.history_text(data))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -56,7 +57,7 @@ _CALL_RETRY_DELAYS = (0.1, 0.3)
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (unparseable text is returned with everything between ``:`` and ``@`` hidden)."""
+    """``url`` with its password and credential query parameters replaced by ``***`` (unparseable text is returned with everything between ``:`` and ``@`` hidden)."""
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -66,7 +67,12 @@ def redact_url(url: str) -> str:
         scheme, _, userinfo = head.partition("://")
         user = userinfo.split(":", 1)[0]
         return f"{scheme}://{user}:***@{tail}"
-    return parsed.render_as_string(hide_password=True)
+    hidden = {name: ("***" if _CREDENTIAL_PARAMETER.search(name) else value) for name, value in parsed.query.items()}
+    return parsed.set(query=hidden).render_as_string(hide_password=True).replace("%2A%2A%2A", "***")
+
+
+_CREDENTIAL_PARAMETER = re.compile(r"pass|pwd|secret|token|key|auth|credential", re.IGNORECASE)
+"""A query parameter named like this holds a credential (``?password=…``): ``redact_url`` hides its value."""
 
 
 def _json_value(value: Any) -> Any:

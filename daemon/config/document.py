@@ -20,11 +20,11 @@ from armd.policies.problem import Bounds
 from armd.policies.qos import QueryQoS
 
 from .keys import public_view
+from .masking import REDACTED, redact_text
 from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, GuardrailsKeys, HookKeys, ManagedQueryConfig,
                        MetricsConfig, ModelConfig, PolicyConfig, QueryKeys, ScheduleConfig, SourceConfig, SparkConfig,
                        StoreConfig, TriggerConfig)
 
-REDACTED = "***"
 PART = "armd.section"
 """Where a field of ``Config`` keeps the table it is read from and the class declaring that table's keys."""
 
@@ -76,10 +76,8 @@ class Config:
     """Values that must never be shown: the store password, hook secrets, what the environment put into them."""
 
     def redact(self, text: str) -> str:
-        """``text`` with every secret replaced by ``***``."""
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            text = text.replace(secret, REDACTED)
-        return text
+        """``text`` with every secret replaced by ``***``, found by structure (``masking``), never as a mere substring."""
+        return redact_text(text, self.secrets)
 
     def public(self) -> dict[str, Any]:
         """The whole configuration as a JSON-able dict in the file's layout, secrets replaced by ``***``."""

@@ -45,6 +45,28 @@ UNIT_CLOSED_OPEN = Rule("in [0, 1)", lambda x: 0 <= x < 1)
 UNIT_OPEN_CLOSED = Rule("in (0, 1]", lambda x: 0 < x <= 1)
 
 
+def at_most(rule: Rule, limit: float, meaning: str | None = None) -> Rule:
+    """``rule`` with a finite upper ``limit``: what is accepted must also be representable where it is used.
+
+    A number the file accepts ends up in a timer, a ``timedelta``, a random generator or a formula; a huge
+    one (``1e308``) passes a lower bound and breaks there, so every number has an upper bound too.
+    ``meaning`` says the limit in words (``a year``).
+    """
+    words = f"{limit:g}" + (f" ({meaning})" if meaning else "")
+    text = f"{rule.text} and ≤ {words}" if rule.text else f"≤ {words}"
+    return Rule(text, lambda x: rule.test(x) and x <= limit)
+
+
+def in_range(low: float, high: float, meaning: str | None = None) -> Rule:
+    """A closed range ``[low, high]``, for numbers whose lower bound is itself a limit of what works."""
+    words = f"[{low:g}, {high:g}]" + (f" ({meaning})" if meaning else "")
+    return Rule(f"in {words}", lambda x: low <= x <= high)
+
+
+MINUTE, HOUR, DAY, YEAR = 60.0, 3600.0, 86400.0, 365 * 86400.0
+"""Durations in seconds, for the upper bounds of the keys that are durations."""
+
+
 @dataclass(frozen=True)
 class Setting:
     """What the file needs to know about a key, besides its name, type and default."""

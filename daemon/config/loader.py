@@ -32,7 +32,7 @@ from .managed import check_fixed_join_windows, read_managed, read_spark
 from .plan import calibrate, read_plan, read_queries
 from .reader import REQUIRED, Table
 from .redaction import find_secrets
-from .sections import (ALERT_KINDS, AlertingConfig, ApplyConfig, BoundsKeys, Burst, GuardrailsKeys, HookKeys,
+from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, Burst, GuardrailsKeys, HookKeys,
                        MetricsConfig, ModelConfig, PolicyConfig, RateStep, ScheduleConfig, SourceConfig,
                        StoreConfig, SyntheticStream, TriggerConfig)
 
@@ -146,6 +146,7 @@ def _source(t: Table, plan: PlanSet, model: ModelConfig) -> SourceConfig:
     for name in configured:
         if name not in plan.streams:
             raise t.error(("streams", name), f"not a stream of the plan; plan streams: {listing(plan.streams)}")
+    simulated = t.read(SourceConfig, keys=("kind",))["kind"] == "synthetic"
     streams = {}
     for name, spec in plan.streams.items():
         s = Table(t.file, (*t.key, "streams", name), configured.get(name, {}), keys_of(SyntheticStream))
@@ -158,8 +159,20 @@ def _source(t: Table, plan: PlanSet, model: ModelConfig) -> SourceConfig:
                 )
         bursts = tuple(Burst(**burst.read(Burst)) for burst in s.items("bursts", Burst))
         plan_rate = 1.0 / (spec.d * model.time_unit_seconds)
-        streams[name] = SyntheticStream(**s.read(
+        if not simulated:  # the simulated streams are not run: the plan's rate needs no bound of theirs
+            plan_rate = min(plan_rate, MAX_SYNTHETIC_RATE)
+        elif plan_rate > MAX_SYNTHETIC_RATE and "rate_per_second" not in s.raw:
+            raise s.error(("rate_per_second",), f"missing, and the plan's rate {plan_rate:g} arrivals per second is "
+                                                f"too fast to simulate; allowed: at most {MAX_SYNTHETIC_RATE:g}")
+        stream = SyntheticStream(**s.read(
             SyntheticStream, defaults={"rate_per_second": plan_rate}, steps=steps, bursts=bursts))
+        base = max([stream.rate_per_second, *(step.rate_per_second for step in steps)])
+        for i, burst in enumerate(bursts):
+            if base * burst.factor > MAX_SYNTHETIC_RATE:
+                raise s.error(("bursts", i, "factor"), f"{burst.factor:g} × the base rate {base:g} is "
+                              f"{base * burst.factor:g} arrivals per second; allowed: at most "
+                              f"{MAX_SYNTHETIC_RATE:g} (the simulated source draws every arrival)")
+        streams[name] = stream
     return SourceConfig(**t.read(SourceConfig, streams=streams))
 
 

@@ -13,14 +13,14 @@ import tomllib
 from typing import Any
 
 from armd.costmodel.calibration import Calibration, CalibrationError, calibrated_plan
-from armd.costmodel.plan import PlanError, PlanSet, parse_plan
+from armd.costmodel.plan import PlanError, PlanSet, parse_plan, unique_keys
 from armd.policies.problem import Problem
 from armd.policies.qos import QoSError, QueryQoS
 
 from .errors import listing, reason
 from .keys import into, keys_of
 from .reader import Table
-from .sections import ModelConfig, QueryKeys
+from .sections import PLAN_SIZE, ModelConfig, QueryKeys
 
 PLAN_KEYS = ("file", "streams", "queries", "constants")
 """``[plan]``: a plan file, or the plan document inline (docs/plan-format.md)."""
@@ -56,8 +56,8 @@ def read_plan(top: Table) -> tuple[dict[str, Any], PlanSet]:
                 "relative to the configuration's folder",
             ) from None
         try:
-            doc = tomllib.loads(text) if plan_path.suffix == ".toml" else json.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+            doc = tomllib.loads(text) if plan_path.suffix == ".toml" else json.loads(text, object_pairs_hook=unique_keys)
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError, PlanError) as exc:
             kind = "TOML" if plan_path.suffix == ".toml" else "JSON"
             raise t.error(("file",), f"plan file {name!r} is not valid {kind}: {exc}; see docs/plan-format.md") from None
     try:
@@ -93,7 +93,7 @@ def read_queries(top: Table, plan: PlanSet) -> dict[str, QueryQoS]:
         t = Table(top.file, ("queries", name), raw, keys_of(QueryKeys))
         per_node = t.mapping("windows")
         w = Table(top.file, (*t.key, "windows"), per_node, per_node)
-        windows = {node: w.pair(node) for node in per_node}
+        windows = {node: w.pair(node, PLAN_SIZE) for node in per_node}
         qos[name] = into(QueryQoS, QueryKeys, t.read(QueryKeys, windows=windows))
     try:
         Problem(plan, qos)

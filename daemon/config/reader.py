@@ -125,12 +125,14 @@ class Table:
             raise self.error((name,), f"expected true or false, got {show(value)}")
         return value
 
-    def pair(self, name: str) -> tuple[float, float] | None:
+    def pair(self, name: str, rule: Rule = ANY) -> tuple[float, float] | None:
         value = self.raw.get(name)
         if value is None:
             return None
-        if not (isinstance(value, list) and len(value) == 2 and all(is_number(v) and math.isfinite(v) for v in value)):
-            raise self.error((name,), f"expected a list of two numbers [a, b], got {show(value)}")
+        if not (isinstance(value, list) and len(value) == 2
+                and all(is_number(v) and math.isfinite(v) and rule.test(v) for v in value)):
+            each = f", each {rule.text}" if rule.text else ""
+            raise self.error((name,), f"expected a list of two numbers [a, b]{each}, got {show(value)}")
         return float(value[0]), float(value[1])
 
     def mapping(self, name: str) -> dict[str, Any]:
@@ -176,6 +178,6 @@ _READERS: dict[Any, Any] = {
     bool: lambda t, name, default, s: t.boolean(name, default),
     str: _string,
     str | None: _optional_string,
-    PAIR: lambda t, name, default, s: t.pair(name),
+    PAIR: lambda t, name, default, s: t.pair(name, s.rule),
 }
 """How each plain type is read; a key of any other type is read by its section's loader."""

@@ -1,7 +1,8 @@
 """Which values of a configuration are secrets, found from the keys declared secret.
 
 A key declared ``secret="password"`` (a database URL) hides the password in
-it, in both its written and its decoded form; ``secret="value"`` (an HMAC key)
+it, in both its written and its decoded form, and the value of every query
+parameter named like a credential (``?password=…``); ``secret="value"`` (an HMAC key)
 hides the whole value; and whatever the environment put into a secret key is
 a secret too. ``Config.redact`` and ``Config.public`` then never show them.
 """
@@ -9,11 +10,12 @@ a secret too. ``Config.redact`` and ``Config.public`` then never show them.
 from __future__ import annotations
 
 from typing import Iterable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .document import Config, sections
 from .errors import Key
 from .keys import key_values
+from .masking import CREDENTIAL_NAME
 
 
 def find_secrets(config: Config, substituted: dict[Key, list[str]]) -> frozenset[str]:
@@ -31,5 +33,11 @@ def find_secrets(config: Config, substituted: dict[Key, list[str]]) -> frozenset
 def _secret_parts(value: str, how: str) -> Iterable[str]:
     if how == "value":
         return (value,)
-    password = urlsplit(value).password
-    return (password, unquote(password)) if password else ()
+    try:
+        parts = urlsplit(value)
+        password = parts.password
+    except ValueError:  # not a URL the standard library can split; the store's check names the problem
+        return ()
+    found = [password, unquote(password)] if password else []
+    found += [v for name, v in parse_qsl(parts.query) if CREDENTIAL_NAME.search(name)]
+    return found

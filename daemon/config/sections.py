@@ -15,11 +15,13 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from armd.costmodel.evaluate import PROFILES
+from armd.costmodel.plan import MAX_VALUE
 from armd.policies.join_order import SHAPES
 from armd.policies.registry import make_policy
 
 from .errors import show
-from .keys import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, UNIT_CLOSED_OPEN, UNIT_OPEN_CLOSED, Rule, setting
+from .keys import (AT_LEAST_ONE, DAY, HOUR, MINUTE, NON_NEGATIVE, POSITIVE, UNIT_CLOSED_OPEN, UNIT_OPEN_CLOSED, YEAR,
+                   Rule, at_most, in_range, setting)
 
 SOURCE_KINDS = ("synthetic", "spark")
 STATE_STORES = ("hdfs", "rocksdb")
@@ -30,6 +32,8 @@ OUTPUT_MODES = ("append", "update", "complete")
 ALERT_KINDS = ("webhook", "command", "log")
 STORE_SCHEMES = ("sqlite", "postgresql+psycopg")
 METRICS_ADDRESS = "127.0.0.1"
+MAX_SYNTHETIC_RATE = 100_000.0
+"""Arrivals per second of one simulated stream at most: the simulated source draws every arrival."""
 
 
 def store_url_scheme(url: str) -> str | None:
@@ -83,12 +87,12 @@ def importable_builder(ref: str) -> str | None:
 class StoreConfig:
     url: str = setting("sqlite:///armd.db", secret="password", check=store_url_scheme,
                        doc="SQLAlchemy URL of the metadata store (``sqlite:///…`` or ``postgresql+psycopg://…``).")
-    retention_days: float = setting(7.0, rule=POSITIVE, doc="Observations older than this many days are pruned.")
-    connect_retries: int = setting(5, rule=NON_NEGATIVE, doc="Connection attempts after the first one fails.")
-    connect_backoff_seconds: float = setting(0.5, rule=POSITIVE, doc="Wait before the first retry, doubled per retry.")
-    call_timeout_seconds: float = setting(5.0, rule=POSITIVE, doc="Longest one store call may block (a lock held by "
+    retention_days: float = setting(7.0, rule=at_most(POSITIVE, 3650, "ten years"), doc="Observations older than this many days are pruned.")
+    connect_retries: int = setting(5, rule=at_most(NON_NEGATIVE, 10), doc="Connection attempts after the first one fails.")
+    connect_backoff_seconds: float = setting(0.5, rule=at_most(POSITIVE, MINUTE, "a minute"), doc="Wait before the first retry, doubled per retry.")
+    call_timeout_seconds: float = setting(5.0, rule=at_most(POSITIVE, HOUR, "an hour"), doc="Longest one store call may block (a lock held by "
                                           "another connection, a hung server) before it counts as unavailable.")
-    lease_seconds: float = setting(15.0, rule=POSITIVE, doc="The active daemon renews its lease on the store this "
+    lease_seconds: float = setting(15.0, rule=at_most(POSITIVE, DAY, "a day"), doc="The active daemon renews its lease on the store this "
                                    "often at least; another daemon may take over once it lapses.")
 
 
@@ -96,17 +100,17 @@ class StoreConfig:
 class ApplyConfig:
     """How the reconciler retries applying desired settings that failed for a reason that may pass."""
 
-    retry_initial_seconds: float = setting(1.0, rule=POSITIVE, doc="Wait before the first retry after a temporary "
+    retry_initial_seconds: float = setting(1.0, rule=at_most(POSITIVE, DAY, "a day"), doc="Wait before the first retry after a temporary "
                                            "apply error (or the error's own hint, whichever is longer).")
-    retry_max_seconds: float = setting(60.0, rule=POSITIVE, doc="The wait doubles per failed attempt up to this "
+    retry_max_seconds: float = setting(60.0, rule=at_most(POSITIVE, DAY, "a day"), doc="The wait doubles per failed attempt up to this "
                                        "(≥ retry_initial_seconds).")
-    max_attempts: int = setting(20, rule=POSITIVE, doc="Attempts for one change before its query is marked "
+    max_attempts: int = setting(20, rule=at_most(POSITIVE, 1_000_000), doc="Attempts for one change before its query is marked "
                                 "``failed`` (a permanent error marks it at once).")
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    time_unit_seconds: float = setting(0.001, rule=POSITIVE, doc="The plan's time unit in seconds: d, windows and "
+    time_unit_seconds: float = setting(0.001, rule=in_range(1e-9, DAY, "a nanosecond to a day"), doc="The plan's time unit in seconds: d, windows and "
                                        "granularities are in this unit.")
     profile: str = setting("paper", choices=tuple(PROFILES), doc="Engine profile of the cost model (one of "
                            "``armd.costmodel.evaluate.PROFILES``).")
@@ -148,7 +152,7 @@ class JoinOrderConfig:
                                      "joined first (default the plan's order).")
     margin: float = setting(0.2, rule=UNIT_CLOSED_OPEN, doc="A new order must cost less than (1 − margin) × the "
                             "running one's estimated CPU.")
-    cooldown_seconds: float = setting(60.0, rule=NON_NEGATIVE, doc="Least time between two join-order migrations of "
+    cooldown_seconds: float = setting(60.0, rule=at_most(NON_NEGATIVE, YEAR, "a year"), doc="Least time between two join-order migrations of "
                                       "the query.")
     shape: str = setting("left-deep", choices=SHAPES, doc="Orders the policy considers: ``left-deep`` or ``bushy``.")
 
@@ -161,8 +165,8 @@ class ManagedQueryConfig:
                            "``function(spark, params) -> DataFrame``.")
     sink: SinkConfig = setting(factory=SinkConfig, doc="Where the results go (a table, or just its kind).")
     output_mode: str = setting("append", choices=OUTPUT_MODES, doc="Spark's output mode.")
-    trigger_seconds: float = setting(1.0, rule=POSITIVE, doc="Processing-time trigger interval.")
-    watermark_delay_seconds: float = setting(0.0, rule=NON_NEGATIVE, doc="The watermark delay the builder gives "
+    trigger_seconds: float = setting(1.0, rule=at_most(POSITIVE, DAY, "a day"), doc="Processing-time trigger interval.")
+    watermark_delay_seconds: float = setting(0.0, rule=at_most(NON_NEGATIVE, YEAR, "a year"), doc="The watermark delay the builder gives "
                                              '``withWatermark`` (``params.extra["delay_seconds"]``).')
     nodes: Mapping[str, str] = setting(factory=dict, doc="The builder's node name → the plan node id it stands for "
                                        "(names not given are plan node ids).")
@@ -177,8 +181,8 @@ class ManagedQueryConfig:
 class BoundsKeys:
     """``[bounds]``, read into the core's ``Bounds``."""
 
-    memory_bytes: float = setting(rule=POSITIVE, attr="memory", doc="Memory bound M in bytes.")
-    cpu: float = setting(rule=POSITIVE, doc="Processing bound C in cost units per model time unit.")
+    memory_bytes: float = setting(rule=at_most(POSITIVE, 2.0 ** 60, "1 EiB"), attr="memory", doc="Memory bound M in bytes.")
+    cpu: float = setting(rule=at_most(POSITIVE, 1e15), doc="Processing bound C in cost units per model time unit.")
     reserve: float = setting(0.1, rule=UNIT_CLOSED_OPEN, doc="Fraction of both bounds kept free for bursts.")
 
 
@@ -192,7 +196,7 @@ class PolicyConfig:
 class GuardrailsKeys:
     """``[guardrails]``, read into the core's ``Guardrails``."""
 
-    cooldown_seconds: float = setting(30.0, rule=NON_NEGATIVE, attr="cooldown", doc="A query changed less than "
+    cooldown_seconds: float = setting(30.0, rule=at_most(NON_NEGATIVE, YEAR, "a year"), attr="cooldown", doc="A query changed less than "
                                       "this long ago keeps its setting.")
     hysteresis: float = setting(0.02, rule=UNIT_CLOSED_OPEN, doc="Fraction changes smaller than this are ignored.")
     max_step: float = setting(0.5, rule=UNIT_OPEN_CLOSED, doc="Largest change of a query's fraction in one decision.")
@@ -203,45 +207,45 @@ class GuardrailsKeys:
 class TriggerConfig:
     alpha: float = setting(0.3, rule=UNIT_OPEN_CLOSED, doc="Weight of a new rate measurement in the exponential "
                            "smoothing, in (0, 1].")
-    threshold: float = setting(0.2, rule=POSITIVE, doc="Relative change of a smoothed d that makes a decision due, > 0.")
+    threshold: float = setting(0.2, rule=at_most(POSITIVE, 1000), doc="Relative change of a smoothed d that makes a decision due, > 0.")
 
 
 @dataclass(frozen=True)
 class ScheduleConfig:
-    observe_seconds: float = setting(1.0, rule=POSITIVE, doc="Interval between observations.")
-    decide_seconds: float = setting(30.0, doc="Longest interval between decisions when no trigger "
+    observe_seconds: float = setting(1.0, rule=in_range(0.01, DAY, "10 ms to a day"), doc="Interval between observations.")
+    decide_seconds: float = setting(30.0, rule=in_range(0.01, YEAR, "10 ms to a year"), doc="Longest interval between decisions when no trigger "
                                     "fires (≥ observe_seconds).")
-    apply_seconds: float = setting(1.0, rule=POSITIVE, doc="Interval between attempts to apply pending settings.")
-    housekeeping_seconds: float = setting(300.0, rule=POSITIVE, doc="Interval between housekeeping runs (pruning old "
+    apply_seconds: float = setting(1.0, rule=in_range(0.01, DAY, "10 ms to a day"), doc="Interval between attempts to apply pending settings.")
+    housekeeping_seconds: float = setting(300.0, rule=in_range(0.01, YEAR, "10 ms to a year"), doc="Interval between housekeeping runs (pruning old "
                                           "observations).")
 
 
 @dataclass(frozen=True)
 class RateStep:
-    at_seconds: float = setting(rule=NON_NEGATIVE, doc="Seconds after the start from which the base rate is "
+    at_seconds: float = setting(rule=at_most(NON_NEGATIVE, 100 * YEAR, "a century"), doc="Seconds after the start from which the base rate is "
                                 "``rate_per_second``.")
-    rate_per_second: float = setting(rule=NON_NEGATIVE, doc="The new base rate, arrivals per second.")
+    rate_per_second: float = setting(rule=at_most(NON_NEGATIVE, MAX_SYNTHETIC_RATE), doc="The new base rate, arrivals per second.")
 
 
 @dataclass(frozen=True)
 class Burst:
-    at_seconds: float = setting(rule=NON_NEGATIVE, doc="Seconds after the start at which the burst begins.")
-    duration_seconds: float = setting(rule=POSITIVE, doc="How long the burst lasts.")
-    factor: float = setting(rule=POSITIVE, doc="The rate is multiplied by this while the burst lasts.")
+    at_seconds: float = setting(rule=at_most(NON_NEGATIVE, 100 * YEAR, "a century"), doc="Seconds after the start at which the burst begins.")
+    duration_seconds: float = setting(rule=at_most(POSITIVE, YEAR, "a year"), doc="How long the burst lasts.")
+    factor: float = setting(rule=at_most(POSITIVE, 1000), doc="The rate is multiplied by this while the burst lasts.")
 
 
 @dataclass(frozen=True)
 class SyntheticStream:
-    rate_per_second: float = setting(rule=NON_NEGATIVE, doc="Base rate, arrivals per second (default the plan's rate).")
+    rate_per_second: float = setting(rule=at_most(NON_NEGATIVE, MAX_SYNTHETIC_RATE), doc="Base rate, arrivals per second (default the plan's rate).")
     steps: tuple[RateStep, ...] = setting((), doc="Changes of the base rate, by ascending ``at_seconds``.")
     bursts: tuple[Burst, ...] = setting((), doc="Temporary multiplications of the rate.")
-    keys: int = setting(1, rule=AT_LEAST_ONE, doc="Number of distinct keys the stream's elements carry.")
+    keys: int = setting(1, rule=at_most(AT_LEAST_ONE, 1_000_000), doc="Number of distinct keys the stream's elements carry.")
 
 
 @dataclass(frozen=True)
 class SourceConfig:
     kind: str = setting("synthetic", choices=SOURCE_KINDS, doc="Where statistics come from.")
-    seed: int = setting(42, doc="Seed of the synthetic arrivals: the same seed replays the same arrivals.")
+    seed: int = setting(42, rule=at_most(NON_NEGATIVE, 2 ** 32 - 1), doc="Seed of the synthetic arrivals: the same seed replays the same arrivals.")
     streams: Mapping[str, SyntheticStream] = setting(factory=dict, doc="Every plan stream; one without an entry in "
                                                      "the file runs at its plan rate.")
 
@@ -256,34 +260,38 @@ class HookKeys:
     secret: str | None = setting(None, kinds=("webhook",), secret="value", doc="Webhook: HMAC key for signing the body.")
     argv: tuple[str, ...] = setting((), kinds=("command",), doc="Command: program and arguments (required); the event "
                                     "is passed on standard input.")
-    timeout_seconds: float = setting(5.0, kinds=("webhook", "command"), rule=POSITIVE, doc="How long one delivery "
+    timeout_seconds: float = setting(5.0, kinds=("webhook", "command"), rule=at_most(POSITIVE, HOUR, "an hour"), doc="How long one delivery "
                                      "may take.")
-    retries: int = setting(3, kinds=("webhook", "command"), rule=NON_NEGATIVE, doc="Further attempts after a failed "
+    retries: int = setting(3, kinds=("webhook", "command"), rule=at_most(NON_NEGATIVE, 100), doc="Further attempts after a failed "
                            "delivery.")
+
+
+PLAN_SIZE = at_most(POSITIVE, MAX_VALUE, "the plan's largest size")
+"""A window or granularity in model time units, bounded as the plan's own sizes are."""
 
 
 @dataclass(frozen=True)
 class QueryKeys:
     """``[queries.NAME]``, read into the core's ``QueryQoS``."""
 
-    weight: float = setting(1.0, rule=POSITIVE, doc="Priority of the query in the weighted QoS objective.")
-    window: tuple[float, float] | None = setting(None, doc="Default [min, max] window size for every time-based "
+    weight: float = setting(1.0, rule=at_most(POSITIVE, 1e6), doc="Priority of the query in the weighted QoS objective.")
+    window: tuple[float, float] | None = setting(None, rule=PLAN_SIZE, doc="Default [min, max] window size for every time-based "
                                                  "window node of the query.")
-    windows: Mapping[str, tuple[float, float]] = setting(factory=dict, doc="Per window node id: [min, max], "
+    windows: Mapping[str, tuple[float, float]] = setting(factory=dict, rule=PLAN_SIZE, doc="Per window node id: [min, max], "
                                                          "overriding ``window``.")
-    granularity: tuple[float, float] | None = setting(None, doc="[coarsest, finest] granularity for every "
+    granularity: tuple[float, float] | None = setting(None, rule=PLAN_SIZE, doc="[coarsest, finest] granularity for every "
                                                       "granularity node of the query.")
 
 
 @dataclass(frozen=True)
 class AlertingConfig:
-    dedup_seconds: float = setting(300.0, rule=NON_NEGATIVE, doc="An alert of the same kind and query within this "
+    dedup_seconds: float = setting(300.0, rule=at_most(NON_NEGATIVE, YEAR, "a year"), doc="An alert of the same kind and query within this "
                                    "many seconds of the last one sent is suppressed and counted (0: never).")
-    queue_size: int = setting(1000, rule=AT_LEAST_ONE, doc="Alerts waiting for the delivery thread; when full, a new "
+    queue_size: int = setting(1000, rule=at_most(AT_LEAST_ONE, 1_000_000), doc="Alerts waiting for the delivery thread; when full, a new "
                               "alert is dropped and counted.")
-    stale_intervals: int = setting(30, rule=AT_LEAST_ONE, doc="A stream with no rows for this many observe intervals "
+    stale_intervals: int = setting(30, rule=at_most(AT_LEAST_ONE, 1_000_000), doc="A stream with no rows for this many observe intervals "
                                    "in a row raises ``statistics_stale``.")
-    estimate_factor: float = setting(4.0, rule=Rule("> 1", lambda x: x > 1), doc="A query whose measured state and "
+    estimate_factor: float = setting(4.0, rule=at_most(Rule("> 1", lambda x: x > 1), 1e6), doc="A query whose measured state and "
                                      "estimated memory differ by more than this factor raises ``estimate_off``.")
 
 

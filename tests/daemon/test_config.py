@@ -295,7 +295,9 @@ def test_a_percent_encoded_password_is_a_secret_in_both_forms(tmp_path):
     text = MINIMAL + '[store]\nurl = "postgresql+psycopg://armd:p%40ss@db/armd"\n'
     config = load_config(write(tmp_path, text), environ={})
     assert config.secrets == {"p%40ss", "p@ss"}
-    assert config.redact("password p@ss") == "password ***"
+    assert config.redact("at postgresql+psycopg://armd:p@ss@db/armd") == "at postgresql+psycopg://armd:***@db/armd"
+    assert config.redact("dsn password=p@ss host=db") == "dsn password=*** host=db"
+    assert config.redact("p@ss") == "***" and config.redact("p%40ss") == "***"
 
 
 def test_config_is_frozen(tmp_path):
