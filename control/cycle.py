@@ -30,7 +30,6 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
-from armd.migrations.join import order_text
 from armd.policies.admission import Admission, admit
 from armd.policies.base import PolicyInput
 from armd.policies.guardrails import Guarded, Running, guard
@@ -143,10 +142,6 @@ class JoinOrderChange:
     reason: str
     details: Mapping[str, Any]
     """JSON-safe: orders, costs, the rates and selectivities the choice used."""
-
-    @property
-    def message(self) -> str:
-        return f"join order of {self.query!r} changed to {order_text(self.new)} (epoch {self.epoch}, JISC): {self.reason}"
 
 
 @dataclass(frozen=True)

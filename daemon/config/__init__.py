@@ -26,7 +26,8 @@ modules:
 
 from armd.adapters.alerts.hooks import AlertHook
 
-from .document import REDACTED, SECTIONS, Config
+from .document import SECTIONS, Config
+from .masking import REDACTED
 from .errors import ConfigError, Key
 from .loader import load_config
 from .sections import (ALERT_KINDS, METRICS_ADDRESS, MIGRATIONS, OUTPUT_MODES, SINK_KINDS, SOURCE_KINDS,

@@ -20,7 +20,7 @@ from armd.policies.problem import Bounds
 from armd.policies.qos import QueryQoS
 
 from .keys import public_view
-from .masking import REDACTED, redact_text
+from .masking import redact_text
 from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, GuardrailsKeys, HookKeys, ManagedQueryConfig,
                        MetricsConfig, ModelConfig, PolicyConfig, QueryKeys, ScheduleConfig, SourceConfig, SparkConfig,
                        StoreConfig, TriggerConfig)

@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 from support.fakes import CONFIG, PLAN
@@ -21,7 +21,7 @@ from support.jisc_plan import first_pair
 
 from armd.control.cycle import Changes, Snapshot, decide, initial_state, observe, orders_for_model
 from armd.control.model import build_model
-from armd.control.ports import DesiredSettings, Observation, QueryMetrics, StreamStats
+from armd.control.ports import Observation, QueryMetrics, StreamStats
 from armd.daemon.config import load_config
 from armd.daemon.setup import setup_of
 
