@@ -11,6 +11,7 @@ the reason, or fails when ``ARMD_REQUIRE_POSTGRES=1`` (CI).
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -70,5 +71,18 @@ def postgres_database(postgres_admin: tuple[Engine, str]) -> Iterator[str]:
     try:
         yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
     finally:
-        with engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        _drop(engine, name)
+
+
+def _drop(engine: Engine, name: str, attempts: int = 20) -> None:
+    """Drop database ``name``, closing its connections. FORCE may not end a backend of another role — an autovacuum
+    worker that happens to be busy on the database — so a refusal is tried again once that worker has finished."""
+    for attempt in range(attempts):
+        try:
+            with engine.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            return
+        except SQLAlchemyError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.25)
