@@ -110,8 +110,7 @@ def staged_message(staging: Staging, memory_bound: float) -> tuple[str, str] | N
     message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
                f"running them together would hold more than the memory bound {memory_bound:,.0f} B" if staging.later else "")
     if staging.over_bound:
-        message = (f"the migration of {staging.now[0]} holds {staging.peak_memory:,.0f} B while it runs, over the memory "
-                   f"bound {memory_bound:,.0f} B; no smaller step exists, so it runs alone" + (f"; {message}" if message else ""))
+        message = staging.over_bound_message(memory_bound) + (f"; {message}" if message else "")
     return ("warning" if staging.over_bound else "info"), message
 
 

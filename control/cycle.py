@@ -40,6 +40,7 @@ from armd.policies.staging import Staging, stage
 from armd.policies.trajectory import predict
 from armd.policies.triggers import RateTracker, decision_due
 
+from . import feedback
 from .model import Model, Setup, build_model, estimate_rows, fractions_of, key_match, longest_window, same_settings, settings_of
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .records import decision_record, json_safe, new_id
@@ -82,6 +83,8 @@ class CycleState:
     estimate_over: bool = False
     """The latest estimate of the settings in force exceeds the bounds (cleared by a decision)."""
     watch: WatchState = field(default_factory=WatchState)
+    feedback: feedback.FeedbackState = field(default_factory=feedback.FeedbackState)
+    """Measured / estimated ratios per query and what the last decision promised (``control/feedback.py``)."""
 
     def admitted(self, model: Model) -> list[str]:
         """The active queries, in the model's order."""
@@ -174,6 +177,8 @@ class Tick:
     join_orders: tuple[JoinOrderChange, ...] = ()
     desired: tuple[DesiredSettings, ...] = ()
     events: tuple[EventRecord, ...] = ()
+    readmitted: tuple[str, ...] = ()
+    """Queries rejected before and admitted now that room has freed (their verdicts are among ``admissions``)."""
 
 
 def initial_state(alpha: float, threshold: float) -> CycleState:
@@ -211,7 +216,9 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     if admitted and running:
         problem = model.problem_of(admitted)
         rows = estimate_rows(problem, *fractions_of(problem, running), model.current_d(rates))
-        estimate_over = rows[-1].memory_bytes > setup.bounds.memory or rows[-1].cpu > setup.bounds.cpu
+        corrected = estimate_rows(feedback.corrected(problem, state.feedback, setup.feedback), *fractions_of(problem, running),
+                                  model.current_d(rates))[-1]
+        estimate_over = corrected.memory_bytes > setup.bounds.memory or corrected.cpu > setup.bounds.cpu
     arrived = {s.stream for s in observation.streams if s.rows > 0}
     watch, events = watch_streams(state.watch, at, model.stream_names, arrived, setup.stale_intervals, setup.observe_seconds)
     measured = {q.query: float(q.state_bytes) for q in observation.queries if q.state_bytes is not None and q.query in admitted}
@@ -224,6 +231,15 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         estimated = {r.query: r.memory_bytes for r in rows if r.query is not None}
         watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
         events += over + off
+        rules = setup.feedback
+        loop, checked = feedback.observe(
+            state.feedback, rules, at=at, now=now, measured=measured, estimated=estimated, steady=steady,
+            usable=setup.bounds.usable_memory, bound=setup.bounds.memory,
+            cpu_measured=feedback.measured_cpu(observation, rules.time_unit_seconds) if rules.cpu else None,
+            cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
+            settled=all(q in steady for q in measured))
+        state = replace(state, feedback=loop)
+        events += checked
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
                     watch=watch)
     return Observed(state, rows, measured, events)
@@ -272,6 +288,7 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
         # through the reserve and over the bounds; re-deciding is due then too (not when even the
         # minimum did not fit).
         trigger = "the estimate of the settings in force exceeds the bounds"
+    trigger = trigger or feedback.trigger(state.feedback)
     done = Tick(state, model, tuple(admissions), removed, tuple(failures))
     if trigger is None:
         if state.last_decision_at is not None and now - state.last_decision_at < setup.decide_period:
@@ -294,13 +311,32 @@ def _admit(setup: Setup, model: Model, state: CycleState) -> tuple[CycleState, l
             continue
         admitted = [q for q in model.full.queries if status.get(q) == "active"]
         try:
-            verdict = admit(model.problem_of([*admitted, query]), setup.bounds, query, stream_d)
+            problem = feedback.corrected(model.problem_of([*admitted, query]), state.feedback, setup.feedback)
+            verdict = admit(problem, setup.bounds, query, stream_d)
         except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
             failures.append(Failure("query_failed", query, f"admission of {query!r} failed: {exc}", exc))
             continue
         status[query] = "active" if verdict.admitted else "rejected"
         verdicts.append(verdict)
     return replace(state, status=status), verdicts, removed, failures
+
+
+def _readmit(setup: Setup, model: Model, state: CycleState, stream_d: np.ndarray) -> tuple[CycleState, list[Admission]]:
+    """Rejected queries that fit now (room freed, estimates dropped): admitted, with the corrected estimates."""
+    status, verdicts = dict(state.status), []
+    for query in model.full.queries:
+        if status.get(query) != "rejected":
+            continue
+        admitted = [q for q in model.full.queries if status.get(q) == "active"]
+        try:
+            problem = feedback.corrected(model.problem_of([*admitted, query]), state.feedback, setup.feedback)
+            verdict = admit(problem, setup.bounds, query, stream_d)
+        except Exception:  # noqa: BLE001 - it was rejected before and stays so; the next decision tries again
+            continue
+        if verdict.admitted:
+            status[query] = "active"
+            verdicts.append(replace(verdict, reason=f"re-admitted {query!r}: room has freed; " + verdict.reason.removeprefix("admitted: ")))
+    return replace(state, status=status), verdicts
 
 
 def _choose_join_orders(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, admitted: list[str],
@@ -346,9 +382,17 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
             stream_d: np.ndarray, trigger: str, changes: Changes, proposals: list[JoinOrderChange], decision_id: str,
             timer: Callable[[], float]) -> Tick:
     """Decide, guard and stage; the desired settings of every query whose settings or join order change."""
-    problem, bounds, rails, now, at = model.problem_of(admitted), setup.bounds, setup.rails, snapshot.now, snapshot.at
+    state, readmitted = _readmit(setup, model, state, stream_d)
+    if readmitted:
+        admitted = state.admitted(model)
+        done = replace(done, admissions=(*done.admissions, *readmitted), readmitted=tuple(v.query for v in readmitted))
+        changes |= Changes(queries=True)
+    problem = feedback.corrected(model.problem_of(admitted), state.feedback, setup.feedback)
+    bounds, rails, now, at = setup.bounds, setup.rails, snapshot.now, snapshot.at
     in_force = snapshot.running
     changed = None if changes.queries or changes.bounds or changes.model else state.rates.drifted()
+    if feedback.signature(problem) != state.feedback.decided:
+        changed = None  # other corrections: the policy's incremental state was computed on other estimates
     policy_state = None if changes.model else state.policy_state  # a rebuilt model makes the old state meaningless
     started = timer()
     decision = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
@@ -366,6 +410,8 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     if running is not None:
         old_outcome = problem.evaluate(running.fw, running.fg, stream_d)
         held = float(old_outcome.total_memory)
+        if state.feedback.measured_total is not None:  # staged against measured headroom when it is less
+            held = max(held, state.feedback.measured_total)
         trajectory = predict(problem, bounds, now, (*problem.values(running.fw, running.fg), old_outcome),
                              (*problem.values(guarded.fw, guarded.fg), guarded.outcome))
     memory = {q: float(guarded.outcome.query_memory[i]) for i, q in enumerate(problem.queries)}
@@ -377,7 +423,9 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         stream_names=model.stream_names, stream_d=stream_d, changed=changed, decision=decision, guarded=guarded,
         proposed=proposed, applied=applied, cooling=cooling, trajectory=trajectory, staging=staging,
         join_orders={q: c.details for q, c in joins.items()}, changes_something=bool(settings_changes or joins),
-        duration_ms=duration_ms)
+        duration_ms=duration_ms,
+        feedback={"enabled": setup.feedback.enabled, "factors": feedback.as_json(problem),
+                  "measured_memory_bytes": state.feedback.measured_total, "held_bytes": held})
     estimates = [EstimateRow(q, memory[q], float(guarded.outcome.query_cpu[i])) for i, q in enumerate(problem.queries)]
     estimates.append(EstimateRow(None, float(guarded.outcome.total_memory), float(guarded.outcome.total_cpu)))
     orders = orders_for_model(snapshot.orders, snapshot.desired)
@@ -394,8 +442,10 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         events.append(EventRecord(at, "bounds_unreachable", "error", decision.reason, None, {"trigger": trigger}))
     if guarded.apply and settings_changes:
         events += staged_events(staging, bounds.memory, at)
+    loop = feedback.decided(state.feedback, setup.feedback, problem, trajectory, at=at, now=now,
+                            settled_memory=float(guarded.outcome.total_memory))
     state = replace(state, policy_state=decision.state, last_feasible=bool(decision.feasible), estimate_over=False,
-                    rates=state.rates.decide_with(), last_decision_at=now)
+                    rates=state.rates.decide_with(), last_decision_at=now, feedback=loop)
     return replace(done, state=state, decision=record, estimates=tuple(estimates), guarded=guarded, changes=settings_changes,
                    staging=staging, join_orders=tuple(proposals), desired=desired, events=tuple(events))
 
@@ -423,8 +473,7 @@ def staged_events(staging: Staging, bound: float, at: datetime) -> list[EventRec
     message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
                f"running them together would hold more than the memory bound {bound:,.0f} B" if staging.later else "")
     if staging.over_bound:
-        message = (f"the migration of {staging.now[0]} holds {staging.peak_memory:,.0f} B while it runs, over the memory "
-                   f"bound {bound:,.0f} B; no smaller step exists, so it runs alone" + (f"; {message}" if message else ""))
+        message = staging.over_bound_message(bound) + (f"; {message}" if message else "")
     return [EventRecord(at, "migrations_staged", "warning" if staging.over_bound else "info", message, None,
                         staging.as_json())]
 

@@ -25,6 +25,7 @@ from armd.policies.join_order import plan_in_order
 from armd.policies.problem import Bounds, Problem
 from armd.policies.triggers import RateTracker
 
+from .feedback import FeedbackRules
 from .ports import EstimateRow, QuerySettings
 
 
@@ -60,6 +61,8 @@ class Setup:
     stale_intervals: int
     """``statistics_stale`` after this many observations without rows."""
     observe_seconds: float
+    feedback: FeedbackRules = FeedbackRules()
+    """How measurements correct the model (``control/feedback.py``)."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def decision_record(
     stream_names: tuple[str, ...], stream_d: np.ndarray, changed: frozenset[str] | None, decision: Decision,
     guarded: Guarded, proposed: Mapping[str, QuerySettings], applied: Mapping[str, QuerySettings], cooling: set[str],
     trajectory: Trajectory | None, staging: Staging, join_orders: Mapping[str, Mapping[str, Any]], changes_something: bool,
-    duration_ms: float,
+    duration_ms: float, feedback: Mapping[str, Any] | None = None,
 ) -> DecisionRecord:
     """The decision as recorded: inputs enough to explain it, outputs per query with what the guardrails did."""
     per_query = {
@@ -70,6 +70,7 @@ def decision_record(
             "guardrails": {"cooldown": rails.cooldown, "hysteresis": rails.hysteresis,
                            "max_step": rails.max_step, "dry_run": rails.dry_run},
             "now": now,
+            "feedback": feedback,
         },
         outputs={
             "decision_id": id,

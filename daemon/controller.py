@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 
 from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, not_asked_yet, observe, orders_for_model
+from armd.control import feedback
 from armd.control.errors import TemporaryError
 from armd.control.model import build_model, memory_of
 from armd.control.outbox import Outbox
@@ -211,7 +212,8 @@ class Controller:
         for verdict in tick.admissions:
             query, status = verdict.query, "active" if verdict.admitted else "rejected"
             if verdict.admitted:
-                self.emit("query_admitted", "info", verdict.reason, query)
+                self.emit("query_admitted", "info", verdict.reason, query,
+                          {"readmitted": True} if query in tick.readmitted else None)
             else:
                 self.emit("query_rejected", "warning", verdict.reason, query,
                             {"memory_shortfall_bytes": verdict.memory_shortfall, "cpu_shortfall": verdict.cpu_shortfall})
@@ -249,8 +251,14 @@ class Controller:
                     {"error": self.config.redact(error)})
 
     def estimate_memory(self, settings: dict[str, QuerySettings]) -> tuple[float, dict[str, float]]:
-        """The model's memory (total, per query) with ``settings`` in force now; the coordinator stages with it."""
-        return memory_of(self.problem, settings, self.model.current_d(self.state.rates))
+        """The memory (total, per query) with ``settings`` in force now; the coordinator stages with it.
+
+        The model's estimates corrected by the measurements (``control/feedback.py``); the total is at least the state
+        measured last, so staging keeps to the headroom there really is."""
+        problem = feedback.corrected(self.problem, self.state.feedback, self.setup.feedback)
+        total, per_query = memory_of(problem, settings, self.model.current_d(self.state.rates))
+        measured = self.state.feedback.measured_total
+        return (total if measured is None else max(total, measured)), per_query
 
     # --- housekeeping --------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from armd.control.feedback import FeedbackRules
 from armd.control.model import JoinRule, Setup
 from armd.control.ports import NodeRow, QueryRow, StreamRow
 from armd.policies.registry import make_policy
@@ -30,7 +31,9 @@ def setup_of(config: Config, *, join_orders: bool) -> Setup:
         rails=replace(config.guardrails, cooldown=config.guardrails.cooldown / unit),
         policy=make_policy(config.policy.name, config.policy.params), decide_period=config.schedule.decide_seconds / unit,
         joins=joins, estimate_factor=config.alerting.estimate_factor, stale_intervals=config.alerting.stale_intervals,
-        observe_seconds=config.schedule.observe_seconds)
+        observe_seconds=config.schedule.observe_seconds,
+        feedback=FeedbackRules(config.feedback.enabled, config.feedback.window_seconds / unit, config.feedback.min_ratio,
+                               config.feedback.max_ratio, config.feedback.cpu, unit))
 
 
 def config_rows(config: Config) -> tuple[list[StreamRow], list[QueryRow], list[NodeRow]]:

@@ -14,6 +14,7 @@ QoS of a set of queries is Σ weight·QoS / Σ weight over queries with knobs.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -113,6 +114,11 @@ class Part:
 
 class Problem:
     """A plan set with QoS ranges, ready for repeated vectorised evaluation."""
+
+    memory_scale: np.ndarray | None = None
+    """Per query, the factor its memory estimate is multiplied by (closed-loop feedback, ``corrected``); None: 1."""
+    cpu_scale: np.ndarray | None = None
+    """Per query, the factor its CPU estimate is multiplied by; None: 1."""
 
     def __init__(self, plan: PlanSet, qos: Mapping[str, QueryQoS], batch: BatchPlan | None = None, profile: str = "paper") -> None:
         unknown = set(qos) - set(plan.queries)
@@ -303,6 +309,8 @@ class Problem:
         sub.g_coarse, sub.g_fine = self.g_coarse[keep], self.g_fine[keep]
         sub._readers = {}
         sub._qos_specs = None
+        sub.memory_scale = None if self.memory_scale is None else self.memory_scale[keep]
+        sub.cpu_scale = None if self.cpu_scale is None else self.cpu_scale[keep]
         sub._derive(offsets)
         for grid, (grid_w, grid_g) in self._grids.items():  # the grid's parts, by rows
             sub._grids[grid] = (
@@ -362,12 +370,38 @@ class Problem:
         w, g = self._fill(window_knobs, granularity_knobs, tail, reuse=True)
         result = self.batch.evaluate(w=w, g=g, stream_d=stream_d)
         qos = self._qos(window_knobs, granularity_knobs, tail) if with_qos else None
+        return self._outcome(result, qos)
+
+    def corrected(self, memory: np.ndarray, cpu: np.ndarray) -> Problem:
+        """The same problem with each query's memory and CPU estimates multiplied by its factor.
+
+        This is where measurements correct the model (``control/feedback.py``):
+        every policy, the guardrails and admission evaluate through ``evaluate``
+        or ``evaluate_parts``, so all of them decide on the corrected figures. A
+        query's correction is added to the totals in full, so an operator shared
+        by several queries has its correction counted once per query: the
+        corrected total errs on the large side.
+        """
+        memory, cpu = np.asarray(memory, dtype=float), np.asarray(cpu, dtype=float)
+        for name, factors in (("memory", memory), ("cpu", cpu)):
+            if factors.shape != (len(self.queries),) or not np.all(np.isfinite(factors) & (factors > 0)):
+                raise ValueError(f"{name} correction must hold one finite factor > 0 per query ({len(self.queries)}), "
+                                 f"got {factors!r}")
+        twin = copy.copy(self)
+        twin.memory_scale, twin.cpu_scale = memory, cpu
+        twin._subproblems = {}  # the cache holds uncorrected sub-problems of the original
+        return twin
+
+    def _outcome(self, result, qos: np.ndarray | None) -> Outcome:
         # Copies: the per-node result arrays are views into a block the evaluator reuses once
         # nothing refers to it, which saves page faults on every later call.
-        return Outcome(
-            result.query_memory.copy(), result.query_cpu.copy(),
-            np.copy(result.total_memory), np.copy(result.total_cpu), qos,
-        )
+        query_memory, query_cpu = result.query_memory.copy(), result.query_cpu.copy()
+        total_memory, total_cpu = np.copy(result.total_memory), np.copy(result.total_cpu)
+        if self.memory_scale is not None:
+            query_memory, total_memory = _rescaled(query_memory, total_memory, self.memory_scale)
+        if self.cpu_scale is not None:
+            query_cpu, total_cpu = _rescaled(query_cpu, total_cpu, self.cpu_scale)
+        return Outcome(query_memory, query_cpu, total_memory, total_cpu, qos)
 
     def score(self, fw: np.ndarray, fg: np.ndarray) -> np.ndarray:
         """Achieved QoS per query for per-query fractions, without estimating anything."""
@@ -445,10 +479,7 @@ class Problem:
             score = score + (np.hstack([p.score for p in granularities]) if len(granularities) > 1
                              else granularities[0].score)
             qos = self._mean_position(score, (K,))
-        return Outcome(
-            result.query_memory.copy(), result.query_cpu.copy(),
-            np.copy(result.total_memory), np.copy(result.total_cpu), qos,
-        )
+        return self._outcome(result, qos)
 
     def _knob_values(self, fw: np.ndarray, fg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         tail = fw.shape[1:]
@@ -534,6 +565,12 @@ class Problem:
     @staticmethod
     def _column(values: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
         return values.reshape(-1, *([1] * len(tail)))
+
+
+def _rescaled(per_query: np.ndarray, total: np.ndarray, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query figures (Q,) or (Q, K) times their query's factor, and the total moved by the same amounts."""
+    scaled = per_query * factors.reshape(factors.shape + (1,) * (per_query.ndim - 1))
+    return scaled, total + (scaled - per_query).sum(axis=0)
 
 
 def _offsets(owners: np.ndarray, counts: np.ndarray) -> np.ndarray | None:

@@ -8,12 +8,14 @@ migrates at once. ``stage`` picks the migrations that can run together now
 and leaves the others for later, when the first ones have finished; the
 caller records the staging with the decision and applies it in steps.
 
-Pure: memory figures in bytes come from the cost model, nothing is measured here.
+Pure: memory figures in bytes come from the caller (the cycle gives the
+measured state held when it is more than the estimate, and each migration's
+extra state from the corrected estimate of its query); nothing is measured here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 
@@ -27,10 +29,21 @@ class Staging:
     """Estimated memory while the migrations of ``now`` run: the state held plus their extra state."""
     over_bound: bool
     """Not even one migration fits the bound; the one with the least extra state runs alone anyway."""
+    held: float = 0.0
+    """The state held before any of them starts."""
+    extra: Mapping[str, float] = field(default_factory=dict)
+    """Extra bytes per migration while it runs."""
 
     def as_json(self) -> dict:
         return {"now": list(self.now), "later": list(self.later), "peak_memory_bytes": self.peak_memory,
-                "over_bound": self.over_bound}
+                "over_bound": self.over_bound, "held_bytes": self.held, "extra_bytes": dict(self.extra)}
+
+    def over_bound_message(self, bound: float) -> str:
+        """Why the first migration runs alone over the bound: its own extra state and the state already held, apart."""
+        query = self.now[0]
+        return (f"the migration of {query} holds {self.extra.get(query, 0.0):,.0f} B of extra state while it runs; with the "
+                f"{self.held:,.0f} B held now that is {self.peak_memory:,.0f} B, over the memory bound {bound:,.0f} B; "
+                "no smaller step exists, so it runs alone")
 
 
 def stage(held: float, extra: Mapping[str, float], memory_bound: float) -> Staging:
@@ -59,4 +72,4 @@ def stage(held: float, extra: Mapping[str, float], memory_bound: float) -> Stagi
     if order and not now:
         now, total, over = [order[0]], float(held) + extra[order[0]], True
     later = tuple(q for q in order if q not in now)
-    return Staging(tuple(now), later, total, over)
+    return Staging(tuple(now), later, total, over, float(held), {q: float(extra[q]) for q in order})

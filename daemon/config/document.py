@@ -21,7 +21,7 @@ from armd.policies.qos import QueryQoS
 
 from .keys import public_view
 from .masking import redact_text
-from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, GuardrailsKeys, HookKeys, ManagedQueryConfig,
+from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, FeedbackConfig, GuardrailsKeys, HookKeys, ManagedQueryConfig,
                        MetricsConfig, ModelConfig, PolicyConfig, QueryKeys, ScheduleConfig, SourceConfig, SparkConfig,
                        StoreConfig, TriggerConfig)
 
@@ -72,6 +72,8 @@ class Config:
     """How each plan query runs on Spark (with ``source.kind = "spark"``; empty otherwise)."""
     apply: ApplyConfig = part("apply", default_factory=ApplyConfig)
     """Retries of apply errors."""
+    feedback: FeedbackConfig = part("feedback", default_factory=FeedbackConfig)
+    """How measurements correct the cost model (the closed loop)."""
     secrets: frozenset[str] = frozenset()
     """Values that must never be shown: the store password, hook secrets, what the environment put into them."""
 

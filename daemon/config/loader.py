@@ -32,7 +32,7 @@ from .managed import check_fixed_join_windows, read_managed, read_spark
 from .plan import calibrate, read_plan, read_queries
 from .reader import REQUIRED, Table
 from .redaction import find_secrets
-from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, Burst, GuardrailsKeys, HookKeys,
+from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, FeedbackConfig, Burst, GuardrailsKeys, HookKeys,
                        MetricsConfig, ModelConfig, PolicyConfig, RateStep, ScheduleConfig, SourceConfig,
                        StoreConfig, SyntheticStream, TriggerConfig)
 
@@ -88,6 +88,7 @@ def _read(top: Table) -> Config:
         metrics=MetricsConfig(**top.section("metrics", MetricsConfig).read(MetricsConfig)),
         managed=managed,
         apply=_apply(top.section("apply", ApplyConfig)),
+        feedback=FeedbackConfig(**top.section("feedback", FeedbackConfig).read(FeedbackConfig)),
     )
 
 

@@ -211,6 +211,19 @@ class TriggerConfig:
 
 
 @dataclass(frozen=True)
+class FeedbackConfig:
+    enabled: bool = setting(True, doc="Correct the cost model with measured state (and CPU): decide on the estimates times "
+                            "the smoothed ratio measured / estimated per query; cut when measured state is over the bound.")
+    window_seconds: float = setting(60.0, rule=in_range(0.01, DAY, "10 ms to a day"), doc="Time constant of the "
+                                    "exponential smoothing of the ratios: a ratio seen Δt after the previous one weighs "
+                                    "1 − exp(−Δt / window_seconds).")
+    min_ratio: float = setting(0.25, rule=in_range(1e-3, 1.0, "0.001 to 1"), doc="Smallest correction factor.")
+    max_ratio: float = setting(8.0, rule=in_range(1.0, 1000.0, "1 to 1000"), doc="Largest correction factor.")
+    cpu: bool = setting(False, doc="Correct CPU too, from the engine's batch durations; only meaningful when the model "
+                        "is calibrated (``[model] calibration``), so that estimates are seconds per time unit.")
+
+
+@dataclass(frozen=True)
 class ScheduleConfig:
     observe_seconds: float = setting(1.0, rule=in_range(0.01, DAY, "10 ms to a day"), doc="Interval between observations.")
     decide_seconds: float = setting(30.0, rule=in_range(0.01, YEAR, "10 ms to a year"), doc="Longest interval between decisions when no trigger "

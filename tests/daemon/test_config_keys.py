@@ -141,7 +141,7 @@ def test_every_class_that_declares_keys_is_found():
 
 def test_the_sections_are_the_parts_of_config():
     assert SECTIONS == ("store", "model", "spark", "bounds", "policy", "guardrails", "triggers", "schedule", "source",
-                        "alerts", "alerting", "metrics", "plan", "queries", "managed", "apply")
+                        "alerts", "alerting", "metrics", "plan", "queries", "managed", "apply", "feedback")
 
 
 @pytest.mark.parametrize("example", ["every section", "jisc"])

@@ -1,0 +1,216 @@
+"""Closed loop: measured state and CPU correct the cost model the cycle decides on.
+
+Why: the cost model is a feed-forward estimate. When it is wrong — a plan's
+bytes per row off, keys that drift so a window holds more distinct groups than
+the model assumes — a decision that trusts it alone calls the system feasible
+while the measured state stays over the bound. Here measurements become
+feedback (paper 001 §4: the adaptation must hold the bounds the system really
+has):
+
+- Per query, a ratio measured / estimated for state bytes (and, when the model
+  is calibrated in seconds, for CPU) is smoothed over a time window (weight
+  1 − exp(−Δt/τ) for an observation Δt after the last one, so its meaning does
+  not change with the observation interval). Only steady observations count:
+  the query is not migrating and its windows have filled since its last change.
+- The decision optimises the estimates times those ratios
+  (``Problem.corrected``).
+- While the measured total is over the usable bound, a decision is due and each
+  query's factor is at least its latest measured ratio, so the corrected
+  estimate of what runs is at least what was measured and the decision cuts.
+- Item 5 (ineffective adaptation): the last decision's predicted trajectory
+  (``policies/trajectory.py``) says when the bound holds; once that time has
+  passed and every query is steady, measured state over the bound means the
+  adaptation did not work: ``adaptation_ineffective``, the ratios set to the
+  latest measurement at once (not smoothed) and a new, tighter decision.
+
+Pure: times are model time units given by the caller; no clock, no IO.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from armd.policies.problem import Problem
+from armd.policies.trajectory import Trajectory
+
+from .ports import EventRecord, Observation
+
+
+@dataclass(frozen=True)
+class FeedbackRules:
+    """``[feedback]`` of the configuration, in model time units."""
+
+    enabled: bool = True
+    window: float = 60.0
+    """Time constant τ of the smoothing, in model time units."""
+    min_ratio: float = 0.25
+    max_ratio: float = 8.0
+    cpu: bool = False
+    """Correct CPU too (meaningful only when the model is calibrated: estimates in seconds per time unit)."""
+    time_unit_seconds: float = 1.0
+
+
+@dataclass(frozen=True)
+class QueryFeedback:
+    memory: float = 1.0
+    """Smoothed measured / estimated state bytes."""
+    cpu: float = 1.0
+    """Smoothed measured / estimated CPU."""
+    last_memory: float | None = None
+    """The latest steady ratio, unsmoothed (clamped)."""
+    memory_at: float | None = None
+    cpu_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the last decision promised: from ``hold_at`` on the state is within the bound."""
+
+    hold_at: float
+    """Model time."""
+    since: datetime
+    predicted: float
+    """Bytes the trajectory predicts once it has settled."""
+
+
+@dataclass(frozen=True)
+class FeedbackState:
+    queries: Mapping[str, QueryFeedback] = field(default_factory=dict)
+    measured_total: float | None = None
+    over_since: float | None = None
+    """Model time since which the measured total is over the usable bound (None: it is not)."""
+    over_decided: bool = False
+    """A decision ran since the measured total went over."""
+    expectation: Expectation | None = None
+    due: str | None = None
+    """Why a decision is due now (an ineffective adaptation), cleared by the decision."""
+    decided: tuple[tuple[str, float, float], ...] = ()
+    """The factors the last decision used (a policy's incremental state is only valid for the same ones)."""
+
+
+def smoothed(previous: float, sample: float, elapsed: float, window: float) -> float:
+    """Exponential smoothing by time: the new sample weighs 1 − exp(−elapsed/window)."""
+    weight = 1.0 - math.exp(-max(elapsed, 0.0) / window) if window > 0 else 1.0
+    return previous + weight * (sample - previous)
+
+
+def clamp(ratio: float, rules: FeedbackRules) -> float:
+    return min(rules.max_ratio, max(rules.min_ratio, ratio))
+
+
+def measured_cpu(observation: Observation, unit_seconds: float) -> dict[str, float]:
+    """Per query, the seconds its engine batches took per model time unit over the interval (empty without batches)."""
+    interval = max((s.interval_seconds for s in observation.streams), default=0.0)
+    if interval <= 0 or not observation.batches:
+        return {}
+    busy: dict[str, float] = {}
+    for batch in observation.batches:
+        busy[batch.query] = busy.get(batch.query, 0.0) + batch.batch_ms / 1e3
+    return {q: seconds / (interval / unit_seconds) for q, seconds in busy.items()}
+
+
+def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: float, measured: Mapping[str, float],
+            estimated: Mapping[str, float], steady: frozenset[str] | set[str], usable: float, bound: float,
+            cpu_measured: Mapping[str, float] | None = None, cpu_estimated: Mapping[str, float] | None = None,
+            settled: bool = False) -> tuple[FeedbackState, list[EventRecord]]:
+    """Fold one observation in: the ratios of steady queries, the measured total against the bounds, item 5's check.
+
+    ``measured``/``estimated``: state bytes per admitted query (the raw model's
+    estimate of the settings in force); ``settled``: every admitted query runs
+    steadily (none migrates, all windows filled since their last change).
+    """
+    if not rules.enabled:
+        return state, []
+    queries = dict(state.queries)
+    for q in steady:
+        if q in measured and estimated.get(q, 0.0) > 0:
+            ratio = clamp(measured[q] / estimated[q], rules)
+            old = queries.get(q, QueryFeedback())
+            value = ratio if old.memory_at is None else smoothed(old.memory, ratio, now - old.memory_at, rules.window)
+            queries[q] = replace(old, memory=value, last_memory=ratio, memory_at=now)
+    if rules.cpu:
+        for q, seconds in (cpu_measured or {}).items():
+            estimate = (cpu_estimated or {}).get(q, 0.0)
+            if q in steady and estimate > 0:
+                ratio = clamp(seconds / estimate, rules)
+                old = queries.get(q, QueryFeedback())
+                value = ratio if old.cpu_at is None else smoothed(old.cpu, ratio, now - old.cpu_at, rules.window)
+                queries[q] = replace(old, cpu=value, cpu_at=now)
+    total = float(sum(measured.values())) if measured else None
+    over = total is not None and total > usable
+    over_since = (state.over_since if state.over_since is not None else now) if over else None
+    state = replace(state, queries=queries, measured_total=total, over_since=over_since,
+                    over_decided=state.over_decided and over_since is not None)
+    expected = state.expectation
+    if expected is None or total is None or now < expected.hold_at or not settled or total <= bound:
+        return state, []
+    # The trajectory said the bound holds by now and nothing is in transition: the model is still wrong.
+    queries = {q: replace(f, memory=f.last_memory) if f.last_memory is not None else f for q, f in queries.items()}
+    message = (f"the last adaptation was predicted to hold the memory bound {bound:,.0f} B from "
+               f"{expected.since.isoformat()} at about {expected.predicted:,.0f} B, but {total:,.0f} B is measured; "
+               "recalibrating from the measurements and deciding again")
+    event = EventRecord(at, "adaptation_ineffective", "warning", message, None,
+                        {"predicted": expected.predicted, "measured": total, "since": expected.since.isoformat(),
+                         "bound": bound, "ratios": {q: f.memory for q, f in sorted(queries.items())}})
+    return replace(state, queries=queries, expectation=None, due="the last adaptation was ineffective: measured state "
+                   f"{total:,.0f} B over the bound {bound:,.0f} B after its predicted settle time"), [event]
+
+
+def trigger(state: FeedbackState) -> str | None:
+    """Why feedback makes a decision due now, if it does."""
+    if state.due:
+        return state.due
+    if state.over_since is not None and not state.over_decided and state.measured_total is not None:
+        return f"measured state {state.measured_total:,.0f} B is over the usable memory bound"
+    return None
+
+
+def factors(state: FeedbackState, rules: FeedbackRules, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Memory and CPU factors per query (1 without a measurement); at least the latest ratio while over the bound."""
+    memory, cpu = np.ones(len(queries)), np.ones(len(queries))
+    if not rules.enabled:
+        return memory, cpu
+    for i, q in enumerate(queries):
+        f = state.queries.get(q)
+        if f is None:
+            continue
+        memory[i] = max(f.memory, f.last_memory) if state.over_since is not None and f.last_memory is not None else f.memory
+        cpu[i] = f.cpu
+    return memory, cpu
+
+
+def corrected(problem: Problem, state: FeedbackState, rules: FeedbackRules) -> Problem:
+    """``problem`` with the feedback factors applied (itself when every factor is 1)."""
+    memory, cpu = factors(state, rules, problem.queries)
+    if np.all(memory == 1.0) and np.all(cpu == 1.0):
+        return problem
+    return problem.corrected(memory, cpu)
+
+
+def as_json(problem: Problem) -> dict[str, Any]:
+    """The factors a decision used, for its record."""
+    queries = problem.queries
+    memory = problem.memory_scale if problem.memory_scale is not None else np.ones(len(queries))
+    cpu = problem.cpu_scale if problem.cpu_scale is not None else np.ones(len(queries))
+    return {q: {"memory": float(m), "cpu": float(c)} for q, m, c in zip(queries, memory, cpu)}
+
+
+def signature(problem: Problem) -> tuple[tuple[str, float, float], ...]:
+    return tuple((q, f["memory"], f["cpu"]) for q, f in as_json(problem).items())
+
+
+def decided(state: FeedbackState, rules: FeedbackRules, problem: Problem, trajectory: Trajectory | None, *, at: datetime,
+            now: float, settled_memory: float) -> FeedbackState:
+    """After a decision: what it promised (when its trajectory says the bound holds), the factors it used."""
+    expectation = None
+    if trajectory is not None and trajectory.bounds_hold_at is not None:
+        since = at + timedelta(seconds=(trajectory.bounds_hold_at - now) * rules.time_unit_seconds)
+        expectation = Expectation(float(trajectory.bounds_hold_at), since, settled_memory)
+    return replace(state, expectation=expectation, due=None, over_decided=state.over_since is not None,
+                   decided=signature(problem))
+
