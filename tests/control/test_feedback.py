@@ -1,0 +1,194 @@
+"""The closed loop: measured state corrects the estimates the cycle decides on (``control/feedback.py``).
+
+Pure: every tick is driven with plain values on the shared example plan
+(``support.fakes``), the measurements made up as multiples of the model's own
+estimate, so each test states how wrong the model is and checks what the
+cycle does about it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from support.fakes import CONFIG, PLAN
+
+from armd.control import feedback
+from armd.control.cycle import Changes, Snapshot, decide, initial_state, observe
+from armd.control.feedback import FeedbackRules, FeedbackState
+from armd.control.model import build_model, estimate_rows, fractions_of
+from armd.control.ports import Observation, QueryMetrics
+from armd.daemon.config import load_config
+from armd.daemon.setup import setup_of
+
+AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
+RULES = FeedbackRules(window=60.0)
+LATER = 200_000.0
+"""Model time (ms) long after the first decision: every window (60 s at most) has filled since."""
+
+
+def example(tmp_path, memory=200_000):
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(memory=memory, dry_run="false", plan=PLAN, threshold=0.2))
+    config = load_config(path)
+    setup = setup_of(config, join_orders=False)
+    return setup, build_model(setup, {}, {}, {}), initial_state(config.triggers.alpha, config.triggers.threshold)
+
+
+def started(setup, model, state):
+    """The first tick (every query new) and the settings it put in force."""
+    tick = decide(setup, model, state, Snapshot(AT, 0.0, {}, changes=Changes(queries=True)))
+    return tick.state, {q: new for q, (_old, new) in tick.changes.items()}
+
+
+def raw_estimates(model, state, running):
+    problem = model.problem_of(state.admitted(model))
+    return {r.query: r.memory_bytes for r in estimate_rows(problem, *fractions_of(problem, running), model.current_d(state.rates))
+            if r.query is not None}
+
+
+def measure(setup, model, state, running, factor, now=LATER):
+    """Observe state ``factor`` × the model's estimate of what runs, every window filled long ago."""
+    estimated = raw_estimates(model, state, running)
+    queries = tuple(QueryMetrics(q, state_bytes=int(factor * m)) for q, m in estimated.items())
+    at = AT + timedelta(milliseconds=now)
+    return observe(setup, model, state, Observation(at, (), queries), at=at, now=now, running=running, changed_at={},
+                   migrating=frozenset())
+
+
+def test_ratios_are_smoothed_over_time_not_per_observation():
+    state, _ = feedback.observe(FeedbackState(), RULES, at=AT, now=0.0, measured={"q": 200.0}, estimated={"q": 100.0},
+                                steady={"q"}, usable=1e9, bound=1e9)
+    assert state.queries["q"].memory == 2.0  # the first measurement is taken as it is
+    once, _ = feedback.observe(state, RULES, at=AT, now=60.0, measured={"q": 100.0}, estimated={"q": 100.0},
+                               steady={"q"}, usable=1e9, bound=1e9)
+    assert once.queries["q"].memory == pytest.approx(2.0 - (1 - math.exp(-1)))  # one time constant later
+    often = state
+    for k in range(1, 61):  # the same minute in sixty observations: the same smoothing
+        often, _ = feedback.observe(often, RULES, at=AT, now=float(k), measured={"q": 100.0}, estimated={"q": 100.0},
+                                    steady={"q"}, usable=1e9, bound=1e9)
+    assert often.queries["q"].memory == pytest.approx(once.queries["q"].memory)
+
+
+def test_only_steady_observations_count_and_ratios_are_clamped():
+    state, _ = feedback.observe(FeedbackState(), RULES, at=AT, now=0.0, measured={"q": 900.0, "m": 5.0},
+                                estimated={"q": 100.0, "m": 100.0}, steady={"m"}, usable=1e9, bound=1e9)
+    assert "q" not in state.queries  # migrating or still filling: not a steady state to compare with
+    assert state.queries["m"].memory == RULES.min_ratio
+
+
+def test_measured_state_over_the_bound_forces_a_cut_the_raw_model_calls_unnecessary(tmp_path):
+    setup, model, state = example(tmp_path)
+    state, running = started(setup, model, state)
+    raw_total = sum(raw_estimates(model, state, running).values())
+    assert raw_total <= setup.bounds.usable_memory  # the model says what runs fits
+    observed = measure(setup, model, state, running, factor=2.0)
+    assert observed.state.feedback.over_since == LATER
+
+    without = replace(setup, feedback=FeedbackRules(enabled=False))
+    blind = measure(without, model, state, running, factor=2.0)
+    assert decide(without, model, blind.state, Snapshot(AT, LATER, running)).decision.trigger == "periodic"
+
+    tick = decide(setup, model, observed.state, Snapshot(AT, LATER, running))
+    assert tick.decision.trigger.startswith("measured state") and "over the usable memory bound" in tick.decision.trigger
+    factors = tick.decision.inputs["feedback"]["factors"]
+    assert factors["clicks_per_view"]["memory"] == pytest.approx(2.0, rel=1e-3)
+    assert tick.changes, "the decision must cut"
+    new = {q: s for q, (_old, s) in tick.changes.items()}
+    assert sum(raw_estimates(model, state, {**running, **new}).values()) < raw_total
+    assert tick.decision.estimated_memory_bytes >= sum(raw_estimates(model, state, {**running, **new}).values()) * 1.99
+    assert not tick.state.feedback.due and tick.state.feedback.over_decided
+    # Decided once for this time over the bound: the next tick has no new reason.
+    assert feedback.trigger(tick.state.feedback) is None
+
+
+def test_migrations_are_staged_against_measured_headroom(tmp_path):
+    setup, model, state = example(tmp_path)
+    state, running = started(setup, model, state)
+    observed = measure(setup, model, state, running, factor=2.0)
+    transient = lambda query, old, new, memory: memory  # noqa: E731 - a migration holds its new state once more
+    tick = decide(setup, model, observed.state, Snapshot(AT, LATER, running, transient_memory=transient))
+    measured = observed.state.feedback.measured_total
+    assert tick.staging.held >= measured
+    assert tick.decision.inputs["feedback"]["held_bytes"] >= measured
+    # Over the bound already: not two migrations together; each holds its corrected (×2) new state extra.
+    assert len(tick.staging.now) == 1 and tick.staging.over_bound
+    query = tick.staging.now[0]
+    assert tick.staging.extra[query] == pytest.approx(tick.decision.outputs["queries"][query]["estimated_memory_bytes"])
+
+
+def test_an_adaptation_that_does_not_hold_the_bound_is_reported_recalibrated_and_tightened(tmp_path):
+    setup, model, state = example(tmp_path)
+    state, running = started(setup, model, state)
+    settled = measure(setup, model, state, running, factor=1.0, now=100_000.0)  # the model is right so far
+    tick = decide(setup, model, settled.state, Snapshot(AT, 100_000.0, running))  # periodic: promises the bound holds
+    promise = tick.state.feedback.expectation
+    assert promise is not None and promise.hold_at <= 100_000.0
+
+    # The keys drift: the state triples while the smoothed ratio has barely moved (one observation, 1 s later).
+    observed = measure(setup, model, tick.state, running, factor=3.0, now=101_000.0)
+    (event,) = [e for e in observed.events if e.kind == "adaptation_ineffective"]
+    assert event.severity == "warning" and event.details["measured"] > setup.bounds.memory
+    assert event.details["predicted"] == pytest.approx(promise.predicted) and event.details["since"] == promise.since.isoformat()
+    loop = observed.state.feedback
+    assert loop.queries["clicks_per_view"].memory == pytest.approx(3.0, rel=1e-3)  # recalibrated at once, not smoothed
+    assert loop.expectation is None and feedback.trigger(loop).startswith("the last adaptation was ineffective")
+
+    tighter = decide(setup, model, observed.state, Snapshot(AT, 101_000.0, running))
+    assert tighter.decision.trigger.startswith("the last adaptation was ineffective")
+    assert tighter.changes and tighter.decision.estimated_memory_bytes <= setup.bounds.usable_memory
+    again = measure(setup, model, tighter.state, running, factor=3.0, now=102_000.0)
+    assert not [e for e in again.events if e.kind == "adaptation_ineffective"]  # the new settings are not in force yet
+
+
+def test_no_check_while_a_query_is_not_steady(tmp_path):
+    setup, model, state = example(tmp_path)
+    state, running = started(setup, model, state)
+    tick = decide(setup, model, measure(setup, model, state, running, 1.0, now=100_000.0).state, Snapshot(AT, 100_000.0, running))
+    estimated = raw_estimates(model, tick.state, running)
+    queries = tuple(QueryMetrics(q, state_bytes=int(3 * m)) for q, m in estimated.items())
+    at = AT + timedelta(seconds=101)
+    observed = observe(setup, model, tick.state, Observation(at, (), queries), at=at, now=101_000.0, running=running,
+                       changed_at={}, migrating=frozenset({"clicks_per_view"}))
+    assert not [e for e in observed.events if e.kind == "adaptation_ineffective"]
+
+
+def test_a_rejected_query_is_readmitted_when_room_frees(tmp_path):
+    setup, model, state = example(tmp_path, memory=13_000)  # usable 11,700 B; all three at their minimum need 14,716 B
+    tick = decide(setup, model, state, Snapshot(AT, 0.0, {}, changes=Changes(queries=True)))
+    assert [(a.query, a.admitted) for a in tick.admissions] == [
+        ("clicks_per_view", True), ("clicks_per_second", True), ("big_orders", False)]
+    running = {q: new for q, (_old, new) in tick.changes.items()}
+    # The window holds a quarter of what the model assumes: the room is there.
+    observed = measure(setup, model, tick.state, running, factor=0.25)
+    again = decide(setup, model, observed.state, Snapshot(AT, LATER, running))
+    (verdict,) = again.admissions
+    assert verdict.query == "big_orders" and verdict.admitted and verdict.reason.startswith("re-admitted 'big_orders'")
+    assert again.readmitted == ("big_orders",) and again.state.status["big_orders"] == "active"
+    assert "big_orders" in again.decision.inputs["queries"] and "big_orders" in {r.query for r in again.desired}
+
+
+def test_without_room_a_rejected_query_stays_rejected(tmp_path):
+    setup, model, state = example(tmp_path, memory=13_000)
+    tick = decide(setup, model, state, Snapshot(AT, 0.0, {}, changes=Changes(queries=True)))
+    running = {q: new for q, (_old, new) in tick.changes.items()}
+    again = decide(setup, model, measure(setup, model, tick.state, running, factor=1.0).state, Snapshot(AT, LATER, running))
+    assert again.admissions == () and again.state.status["big_orders"] == "rejected"
+
+
+def test_a_correction_scales_each_querys_estimates_and_the_totals(tmp_path):
+    setup, model, _state = example(tmp_path)
+    problem = model.full
+    n = len(problem.queries)
+    raw = problem.evaluate(np.full(n, 0.5), np.full(n, 0.5), model.plan_d)
+    memory, cpu = np.array([2.0, 1.0, 0.5]), np.array([1.0, 3.0, 1.0])
+    scaled = problem.corrected(memory, cpu).evaluate(np.full(n, 0.5), np.full(n, 0.5), model.plan_d)
+    assert np.allclose(scaled.query_memory, raw.query_memory * memory) and np.allclose(scaled.query_cpu, raw.query_cpu * cpu)
+    assert scaled.total_memory == pytest.approx(raw.total_memory + ((memory - 1) * raw.query_memory).sum())
+    sub = problem.corrected(memory, cpu).subproblem(np.array([0, 2]))
+    assert np.array_equal(sub.memory_scale, [2.0, 0.5])
+    with pytest.raises(ValueError, match="one finite factor > 0 per query"):
+        problem.corrected(np.array([1.0, 0.0, 1.0]), cpu)
