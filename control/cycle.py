@@ -216,9 +216,8 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     if admitted and running:
         problem = model.problem_of(admitted)
         rows = estimate_rows(problem, *fractions_of(problem, running), model.current_d(rates))
-        corrected = estimate_rows(feedback.corrected(problem, state.feedback, setup.feedback), *fractions_of(problem, running),
-                                  model.current_d(rates))[-1]
-        estimate_over = corrected.memory_bytes > setup.bounds.memory or corrected.cpu > setup.bounds.cpu
+        memory, cpu = feedback.corrected_total(rows, state.feedback, setup.feedback)
+        estimate_over = memory > setup.bounds.memory or cpu > setup.bounds.cpu
     arrived = {s.stream for s in observation.streams if s.rows > 0}
     watch, events = watch_streams(state.watch, at, model.stream_names, arrived, setup.stale_intervals, setup.observe_seconds)
     measured = {q.query: float(q.state_bytes) for q in observation.queries if q.state_bytes is not None and q.query in admitted}
@@ -335,7 +334,8 @@ def _readmit(setup: Setup, model: Model, state: CycleState, stream_d: np.ndarray
             continue
         if verdict.admitted:
             status[query] = "active"
-            verdicts.append(replace(verdict, reason=f"re-admitted {query!r}: room has freed; " + verdict.reason.removeprefix("admitted: ")))
+            reason = f"re-admitted {query!r}: room has freed; " + verdict.reason.removeprefix("admitted: ")
+            verdicts.append(replace(verdict, reason=reason))
     return replace(state, status=status), verdicts
 
 

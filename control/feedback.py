@@ -38,7 +38,7 @@ import numpy as np
 from armd.policies.problem import Problem
 from armd.policies.trajectory import Trajectory
 
-from .ports import EventRecord, Observation
+from .ports import EstimateRow, EventRecord, Observation
 
 
 @dataclass(frozen=True)
@@ -190,6 +190,15 @@ def corrected(problem: Problem, state: FeedbackState, rules: FeedbackRules) -> P
     if np.all(memory == 1.0) and np.all(cpu == 1.0):
         return problem
     return problem.corrected(memory, cpu)
+
+
+def corrected_total(rows: Sequence[EstimateRow], state: FeedbackState, rules: FeedbackRules) -> tuple[float, float]:
+    """The total memory and CPU of estimate rows (per query, the total last) with the factors applied, as ``corrected``."""
+    per_query = [r for r in rows if r.query is not None]
+    memory, cpu = factors(state, rules, [r.query for r in per_query])
+    total = rows[-1]
+    return (total.memory_bytes + sum((f - 1) * r.memory_bytes for f, r in zip(memory, per_query)),
+            total.cpu + sum((f - 1) * r.cpu for f, r in zip(cpu, per_query)))
 
 
 def as_json(problem: Problem) -> dict[str, Any]:

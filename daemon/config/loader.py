@@ -32,8 +32,8 @@ from .managed import check_fixed_join_windows, read_managed, read_spark
 from .plan import calibrate, read_plan, read_queries
 from .reader import REQUIRED, Table
 from .redaction import find_secrets
-from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, FeedbackConfig, Burst, GuardrailsKeys, HookKeys,
-                       MetricsConfig, ModelConfig, PolicyConfig, RateStep, ScheduleConfig, SourceConfig,
+from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, Burst, FeedbackConfig,
+                       GuardrailsKeys, HookKeys, MetricsConfig, ModelConfig, PolicyConfig, RateStep, ScheduleConfig, SourceConfig,
                        StoreConfig, SyntheticStream, TriggerConfig)
 
 

@@ -20,7 +20,7 @@ from armd.control import feedback
 from armd.control.cycle import Changes, Snapshot, decide, initial_state, observe
 from armd.control.feedback import FeedbackRules, FeedbackState
 from armd.control.model import build_model, estimate_rows, fractions_of
-from armd.control.ports import Observation, QueryMetrics
+from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamStats
 from armd.daemon.config import load_config
 from armd.daemon.setup import setup_of
 
@@ -192,3 +192,23 @@ def test_a_correction_scales_each_querys_estimates_and_the_totals(tmp_path):
     assert np.array_equal(sub.memory_scale, [2.0, 0.5])
     with pytest.raises(ValueError, match="one finite factor > 0 per query"):
         problem.corrected(np.array([1.0, 0.0, 1.0]), cpu)
+
+
+def test_cpu_is_corrected_from_batch_durations_only_when_asked():
+    streams = (StreamStats("s", 10, 1.0, 10.0, 100.0),)
+    batches = tuple(BatchProgress("q", "run", i, AT, 5, ms) for i, ms in enumerate((200, 300)))
+    busy = feedback.measured_cpu(Observation(AT, streams, (), batches), unit_seconds=0.001)
+    assert busy == {"q": pytest.approx(0.5 / 1000)}  # seconds of batches per millisecond observed
+    args = dict(at=AT, now=0.0, measured={"q": 100.0}, estimated={"q": 100.0}, steady={"q"}, usable=1e9, bound=1e9,
+                cpu_measured=busy, cpu_estimated={"q": 0.5 / 4000})
+    assert feedback.observe(FeedbackState(), RULES, **args)[0].queries["q"].cpu == 1.0  # estimates not in seconds: left alone
+    calibrated = replace(RULES, cpu=True)
+    assert feedback.observe(FeedbackState(), calibrated, **args)[0].queries["q"].cpu == pytest.approx(4.0)
+
+
+def test_feedback_disabled_leaves_everything_as_the_model_says():
+    off = FeedbackRules(enabled=False)
+    state, events = feedback.observe(FeedbackState(), off, at=AT, now=0.0, measured={"q": 900.0}, estimated={"q": 100.0},
+                                     steady={"q"}, usable=10.0, bound=10.0)
+    assert state == FeedbackState() and events == [] and feedback.trigger(state) is None
+    assert feedback.factors(state, off, ["q"])[0].tolist() == [1.0]
