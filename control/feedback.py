@@ -197,8 +197,8 @@ def corrected_total(rows: Sequence[EstimateRow], state: FeedbackState, rules: Fe
     per_query = [r for r in rows if r.query is not None]
     memory, cpu = factors(state, rules, [r.query for r in per_query])
     total = rows[-1]
-    return (total.memory_bytes + sum((f - 1) * r.memory_bytes for f, r in zip(memory, per_query)),
-            total.cpu + sum((f - 1) * r.cpu for f, r in zip(cpu, per_query)))
+    return (float(total.memory_bytes + sum((f - 1) * r.memory_bytes for f, r in zip(memory, per_query))),
+            float(total.cpu + sum((f - 1) * r.cpu for f, r in zip(cpu, per_query))))
 
 
 def as_json(problem: Problem) -> dict[str, Any]:
