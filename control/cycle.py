@@ -236,12 +236,18 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             usable=setup.bounds.usable_memory, bound=setup.bounds.memory,
             cpu_measured=feedback.measured_cpu(observation, rules.time_unit_seconds) if rules.cpu else None,
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
-            settled=all(q in steady for q in measured))
+            settled=all(q in steady for q in measured), rows=_rows(observation, measured))
         state = replace(state, feedback=loop)
         events += checked
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
                     watch=watch)
     return Observed(state, rows, measured, events)
+
+
+def _rows(observation: Observation, measured: Mapping[str, float]) -> int | None:
+    """The state rows behind the measured bytes, when every measured query counts them."""
+    counts = [q.state_rows for q in observation.queries if q.query in measured]
+    return sum(counts) if counts and all(c is not None for c in counts) else None
 
 
 # --- decide --------------------------------------------------------------------------------------

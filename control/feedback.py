@@ -117,12 +117,13 @@ def measured_cpu(observation: Observation, unit_seconds: float) -> dict[str, flo
 def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: float, measured: Mapping[str, float],
             estimated: Mapping[str, float], steady: frozenset[str] | set[str], usable: float, bound: float,
             cpu_measured: Mapping[str, float] | None = None, cpu_estimated: Mapping[str, float] | None = None,
-            settled: bool = False) -> tuple[FeedbackState, list[EventRecord]]:
+            settled: bool = False, rows: int | None = None) -> tuple[FeedbackState, list[EventRecord]]:
     """Fold one observation in: the ratios of steady queries, the measured total against the bounds, item 5's check.
 
     ``measured``/``estimated``: state bytes per admitted query (the raw model's
     estimate of the settings in force); ``settled``: every admitted query runs
-    steadily (none migrates, all windows filled since their last change).
+    steadily (none migrates, all windows filled since their last change);
+    ``rows``: the state rows behind ``measured`` when the source counts them.
     """
     if not rules.enabled:
         return state, []
@@ -142,12 +143,12 @@ def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: fl
                 value = ratio if old.cpu_at is None else smoothed(old.cpu, ratio, now - old.cpu_at, rules.window)
                 queries[q] = replace(old, cpu=value, cpu_at=now)
     total = float(sum(measured.values())) if measured else None
-    over = total is not None and total > usable
+    over = total is not None and total > usable + noise(total, rows)
     over_since = (state.over_since if state.over_since is not None else now) if over else None
     state = replace(state, queries=queries, measured_total=total, over_since=over_since,
                     over_decided=state.over_decided and over_since is not None)
     expected = state.expectation
-    if expected is None or total is None or now < expected.hold_at or not settled or total <= bound:
+    if expected is None or total is None or now < expected.hold_at or not settled or total <= bound + noise(total, rows):
         return state, []
     # The trajectory said the bound holds by now and nothing is in transition: the model is still wrong.
     queries = {q: replace(f, memory=f.last_memory) if f.last_memory is not None else f for q, f in queries.items()}
@@ -159,6 +160,16 @@ def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: fl
                          "bound": bound, "ratios": {q: f.memory for q, f in sorted(queries.items())}})
     return replace(state, queries=queries, expectation=None, due="the last adaptation was ineffective: measured state "
                    f"{total:,.0f} B over the bound {bound:,.0f} B after its predicted settle time"), [event]
+
+
+def noise(total: float, rows: int | None) -> float:
+    """Two standard deviations of a state of ``rows`` Poisson-counted rows, in bytes (0 when not counted).
+
+    A controller that fills the usable bound holds state about at it, so
+    arrivals' noise alone crosses it up and down; only a crossing by more than
+    that is a reason to cut (and to re-decide), or the noise drives decisions.
+    """
+    return 2.0 * total / math.sqrt(rows) if rows else 0.0
 
 
 def trigger(state: FeedbackState) -> str | None:

@@ -212,3 +212,12 @@ def test_feedback_disabled_leaves_everything_as_the_model_says():
                                      steady={"q"}, usable=10.0, bound=10.0)
     assert state == FeedbackState() and events == [] and feedback.trigger(state) is None
     assert feedback.factors(state, off, ["q"])[0].tolist() == [1.0]
+
+
+def test_a_crossing_within_the_arrivals_noise_is_no_reason_to_cut():
+    args = dict(at=AT, now=0.0, measured={"q": 10_400.0}, estimated={"q": 10_000.0}, steady={"q"}, usable=10_000.0,
+                bound=11_000.0)
+    # 100 rows: two standard deviations are 20 % of the state; 4 % over is noise.
+    assert feedback.observe(FeedbackState(), RULES, rows=100, **args)[0].over_since is None
+    assert feedback.observe(FeedbackState(), RULES, rows=1_000_000, **args)[0].over_since == 0.0
+    assert feedback.observe(FeedbackState(), RULES, **args)[0].over_since == 0.0  # rows not counted: no margin
