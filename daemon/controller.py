@@ -212,8 +212,10 @@ class Controller:
         for verdict in tick.admissions:
             query, status = verdict.query, "active" if verdict.admitted else "rejected"
             if verdict.admitted:
-                self.emit("query_admitted", "info", verdict.reason, query,
-                          {"readmitted": True} if query in tick.readmitted else None)
+                # A re-admission goes to the alert hooks like the rejection did: the same people are told.
+                readmitted = query in tick.readmitted
+                self.emit("query_admitted", "info", verdict.reason, query, {"readmitted": True} if readmitted else None,
+                          notice=readmitted)
             else:
                 self.emit("query_rejected", "warning", verdict.reason, query,
                             {"memory_shortfall_bytes": verdict.memory_shortfall, "cpu_shortfall": verdict.cpu_shortfall})
@@ -290,12 +292,13 @@ class Controller:
         self.emit(event.kind, event.severity, event.message, event.query, dict(event.details), **fields)
 
     def emit(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None,
-             *, alert: bool = True, **fields: Any) -> None:
-        """Log (with ``fields`` bound, e.g. ``policy``, ``migration``), record and — when it is a warning or an error — alert."""
+             *, alert: bool = True, notice: bool = False, **fields: Any) -> None:
+        """Log (with ``fields`` bound, e.g. ``policy``, ``migration``), record and — when it is a warning or an error, or a
+        ``notice`` — alert."""
         event = EventRecord(self.clock(), kind, severity, self.config.redact(message), query, json_safe(details or {}))
         getattr(self.log, severity)(kind, query=query, message=event.message, **{k: v for k, v in fields.items() if v is not None})
         self._record("event", lambda: self.store.record_event(event))
-        if severity != "info" and alert:
+        if (severity != "info" and alert) or notice:
             self.alerts.alert(event)
 
     def _fail(self, kind: str, message: str, query: str | None, exc: Exception) -> None:

@@ -347,3 +347,17 @@ def test_live_migrations_whose_extra_state_would_break_the_bound_are_staged(tmp_
     order = [q for q, _ in applier.applied]
     assert set(staging["now"] + staging["later"]) <= set(order)
     assert max(order.index(q) for q in staging["now"]) < min(order.index(q) for q in staging["later"])
+
+
+def test_a_rejected_query_is_readmitted_when_room_frees_and_the_alert_hooks_are_told(tmp_path):
+    controller, store, _, alerts, clock = make(tmp_path, memory=13_000)  # big_orders does not fit at the minima
+    cycle(controller, clock)
+    assert store.statuses["big_orders"] == "rejected" and [e.kind for e in alerts.events] == ["query_rejected"]
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(memory=200_000, dry_run="false", plan=PLAN, threshold=0.2))
+    controller.reload(load_config(path))  # the operator adds memory: room has freed
+    cycle(controller, clock)
+    assert store.statuses["big_orders"] == "active" and "big_orders" in store.settings
+    (event,) = [e for e in store.of("event") if e.kind == "query_admitted" and e.query == "big_orders"]
+    assert event.message.startswith("re-admitted 'big_orders'") and event.details == {"readmitted": True}
+    assert [e.kind for e in alerts.events] == ["query_rejected", "query_admitted"]
