@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 
 from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, not_asked_yet, observe, orders_for_model
 from armd.control import feedback
+from armd.control.feedback import FeedbackState
 from armd.control.errors import TemporaryError
 from armd.control.model import build_model, memory_of
 from armd.control.outbox import Outbox
@@ -92,6 +94,8 @@ class Controller:
         self.state = self.state.reconfigured(
             config.triggers.alpha, config.triggers.threshold, {n for n, node in config.plan.nodes.items() if node.sel is not None},
             {q for q, m in config.managed.items() if m.join_order is not None}, keep_policy_state=old.policy == config.policy)
+        if old.plan != config.plan:  # the ratios measured what the old plan's estimates missed
+            self.state = replace(self.state, feedback=FeedbackState())
         self._install(config)
         if queries_changed:
             self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))

@@ -361,3 +361,23 @@ def test_a_rejected_query_is_readmitted_when_room_frees_and_the_alert_hooks_are_
     (event,) = [e for e in store.of("event") if e.kind == "query_admitted" and e.query == "big_orders"]
     assert event.message.startswith("re-admitted 'big_orders'") and event.details == {"readmitted": True}
     assert [e.kind for e in alerts.events] == ["query_rejected", "query_admitted"]
+
+
+def test_a_reload_with_another_plan_forgets_the_feedback_ratios(tmp_path):
+    import json
+
+    from armd.control.feedback import FeedbackState, QueryFeedback
+
+    controller, _, _, _, _ = make(tmp_path)
+    measured = FeedbackState(queries={"clicks_per_view": QueryFeedback(memory=2.0, last_memory=2.0, memory_at=1.0)})
+    controller.state = replace(controller.state, feedback=measured)
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(memory=300_000, dry_run="false", plan=PLAN, threshold=0.2))
+    controller.reload(load_config(path))  # only the bounds: what the plan's estimates miss is unchanged
+    assert controller.state.feedback == measured
+    plan = json.loads(PLAN.read_text())
+    plan["streams"]["clicks"]["size"] = 128
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    path.write_text(CONFIG.format(memory=300_000, dry_run="false", plan=tmp_path / "plan.json", threshold=0.2))
+    controller.reload(load_config(path))
+    assert controller.state.feedback == FeedbackState()
