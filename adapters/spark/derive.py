@@ -276,19 +276,31 @@ def _finish(query: str, root: dict[str, Any], rules: Rules, window_names: list[s
     taken: set[str] = set()
     operators: dict[str, list[str]] = {}
     measured: list[Measured] = []
+    ids: dict[int, str] = {}
 
-    labels: dict[int, str] = {}
-
-    def assign(node: dict[str, Any]) -> None:
-        join = node.pop("_join", None)
-        side = node.pop("_side", None)
-        label = node.pop("_label", None) or (f"{labels[id(join)]}.{side}" if join is not None else node["op"])
-        labels[id(node)] = label
-        base, n = f"{query}.{label}", 2
-        node_id = base
+    def ident(node: dict[str, Any]) -> str:
+        """A node's id: QUERY.LABEL, a join's window JOIN.left/right, a window's granularity WINDOW.g; unique."""
+        if id(node) in ids:
+            return ids[id(node)]
+        if node.get("_label"):
+            base = f"{query}.{node['_label']}"
+        elif node.get("_join") is not None:
+            base = f"{ident(node['_join'])}.{node['_side']}"
+        elif node.get("_of") is not None:
+            base = f"{ident(node['_of'])}.g"
+        else:
+            base = f"{query}.{node['op']}"
+        node_id, n = base, 2
         while node_id in taken:
             node_id, n = f"{base}{n}", n + 1
         taken.add(node_id)
+        ids[id(node)] = node_id
+        return node_id
+
+    def assign(node: dict[str, Any]) -> None:
+        node_id = ident(node)
+        for key in ("_join", "_side", "_of", "_label", "_keys"):
+            node.pop(key, None)
         if node["op"] != "source":
             ordered = {"op": node.pop("op"), "id": node_id, **node}
             node.clear()
@@ -299,7 +311,6 @@ def _finish(query: str, root: dict[str, Any], rules: Rules, window_names: list[s
         if "_measured" in node:
             param = node.pop("_measured")
             measured.append(Measured(node_id, param, float(node[param])))
-        node.pop("_keys", None)
         for child in node.get("inputs", []):
             assign(child)
 

@@ -182,13 +182,16 @@ class Rules:
         return self._window(plan, windows[0])
 
     def _window(self, plan: PlanNode, found: Any) -> Out:
-        out = self._only_child(plan)
-        if found.time_id is not None and out.times and found.time_id not in out.times:
-            raise DerivationError("window() over a column without withWatermark; a time window needs the event-time "
-                                  "column of withWatermark")
+        below = plan.children[0] if len(plan.children) == 1 else None
+        condition = below.expressions("condition") if below is not None and below.cls == "Filter" else []
+        if condition and condition[0].cls == "IsNotNull":
+            out = self._only_child(below)  # Spark's own isnotnull(time) in front of window()
+            self._spark(out.node, "Filter isnotnull(time) (part of window())")
+        else:
+            out = self._only_child(plan)
         w, g = self.units(found.size), self.units(found.slide)
         window = {"op": "window", "w": w, "inputs": [out.node], "_label": "w"}
-        granular = {"op": "granularity", "g": g, "inputs": [window], "_label": "g"}
+        granular = {"op": "granularity", "g": g, "inputs": [window], "_of": window}
         kind = "tumbling" if found.size == found.slide else "sliding"
         self._spark(window, f"{plan.cls} window({found.size / MICROS:g} s, {found.slide / MICROS:g} s) ({kind})")
         self._spark(granular, f"{plan.cls} window slide {found.slide / MICROS:g} s")
@@ -207,7 +210,9 @@ class Rules:
             node["groups"] = 1
             node["_measured"] = "groups"
         self._spark(node, f"Aggregate [{', '.join(attribute_names(keys))}]")
-        return Out(node, {}, out.streams, None, out.has_join)
+        # a window's results are timed by their window (window_time() of a chained aggregation)
+        times = {k.expr_id: TimeColumn(out.streams, None) for k in keys if k.name == "window" and k.expr_id is not None}
+        return Out(node, times, out.streams, None, out.has_join)
 
     def _Deduplicate(self, plan: PlanNode) -> Out:
         return self._dedup(plan)
