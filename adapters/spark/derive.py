@@ -283,7 +283,8 @@ def _finish(query: str, root: dict[str, Any], rules: Rules, window_names: list[s
         if id(node) in ids:
             return ids[id(node)]
         if node.get("_label"):
-            base = f"{query}.{node['_label']}"
+            label = str(node["_label"])
+            base = label if label.startswith(f"{query}.") else f"{query}.{label}"  # already an id (params.node mapped it)
         elif node.get("_join") is not None:
             base = f"{ident(node['_join'])}.{node['_side']}"
         elif node.get("_of") is not None:

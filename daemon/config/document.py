@@ -72,6 +72,10 @@ class Config:
     """How each plan query runs on Spark (with ``source.kind = "spark"``; empty otherwise)."""
     apply: ApplyConfig = part("apply", default_factory=ApplyConfig)
     """Retries of apply errors."""
+    derivations: Mapping[str, Any] = field(default_factory=dict)
+    """Query → its ``Derivation`` when the plan was derived from the builders (no ``[plan]``; daemon/config/derived.py)."""
+    unmanaged: Mapping[str, str] = field(default_factory=dict)
+    """``[managed.NAME]`` queries whose plan could not be derived → why; they run with fixed settings, outside the plan."""
     secrets: frozenset[str] = frozenset()
     """Values that must never be shown: the store password, hook secrets, what the environment put into them."""
 
