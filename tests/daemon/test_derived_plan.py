@@ -115,3 +115,26 @@ def test_explain_plan_of_a_configured_query(spark, tmp_path, capsys) -> None:  #
     assert "per_key.agg" in out and "Aggregate [window, key]" in out and "Project window(20 s, 20 s) (tumbling)" in out
     assert main(["explain", "running", "--plan", "--config", str(path)]) == 2
     assert "runs unmanaged" in capsys.readouterr().err
+
+
+def test_the_daemon_starts_an_unmanaged_query_and_says_so(spark, tmp_path) -> None:  # noqa: F811
+    from datetime import datetime, timezone
+
+    from armd.daemon.wiring import spark_runtime, start_unmanaged
+
+    text = CONFIG.replace('[managed.running]\nbuilder = "support.derive_builders:stateful"',
+                          '[managed.running]\nbuilder = "support.derive_builders:stateful"\nsink = "memory"')
+    text = text.replace("[source]\nkind = \"spark\"", f"[source]\nkind = \"spark\"\n[spark]\ncheckpoint_dir = \"{tmp_path / 'cp'}\"")
+    config = load_config(write(tmp_path, text), environ={})
+    events = []
+    runtime = spark_runtime(config, datetime.now(timezone.utc), None, lambda e: None, lambda q, e: None, lambda m: None)
+    try:
+        start_unmanaged(config, runtime, lambda kind, severity, message, query, details: events.append((kind, severity, query, message)))
+        assert runtime.manager.get("running").running  # it runs, with no plan and no decisions
+        assert not runtime.manager.get("per_key").running  # managed ones wait for the first decision
+        (kind, severity, query, message), = events
+        assert (kind, severity, query) == ("plan_derivation_failed", "warning", "running")
+        assert "runs unmanaged with its initial settings: unsupported operator FlatMapGroupsInPandasWithState" in message
+    finally:
+        runtime.manager.stop_all()
+        runtime.close()
