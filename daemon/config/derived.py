@@ -82,10 +82,13 @@ def derive_plan(top: Table, model: ModelConfig, spark: SparkConfig) -> DerivedPl
         t = Table(top.file, ("managed", name), raw, keys_of(ManagedQueryConfig))
         values = t.read(ManagedQueryConfig, keys=BUILDER_KEYS)
         values["params"] = dict(t.mapping("params"))
+        streams = t.value("streams", [], "a list of stream names")
+        if not (isinstance(streams, list) and all(isinstance(x, str) for x in streams)):
+            raise t.error(("streams",), f"expected a list of stream names, one per Spark source in Spark's order, got {streams!r}")
         try:
             derivations[name] = derive_builder(session, values["builder"], name, params_for(values, sources),
                                                trigger_seconds=values["trigger_seconds"],
-                                               time_unit_seconds=model.time_unit_seconds)
+                                               time_unit_seconds=model.time_unit_seconds, streams=streams)
         except DerivationError as exc:
             unmanaged[name] = str(exc)
         except Exception as exc:  # the user's builder failed: one line, no traceback
