@@ -138,3 +138,12 @@ def test_the_daemon_starts_an_unmanaged_query_and_says_so(spark, tmp_path) -> No
     finally:
         runtime.manager.stop_all()
         runtime.close()
+
+
+def test_the_derived_example_configuration_loads(spark) -> None:  # noqa: F811
+    from support import REPO
+
+    config = load_config(REPO / "config" / "armd-derived.toml", environ={})
+    assert set(config.plan.queries) == {"clicks_per_key", "big_click_average", "clicks_with_orders"} and not config.unmanaged
+    assert config.managed["big_click_average"].nodes == {"f": "big_click_average.f", "w": "big_click_average.w"}
+    assert config.plan.nodes["clicks_with_orders.j"].op == "join"
