@@ -88,7 +88,15 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("query", help="query name")
     _config_option(explain)
     explain.add_argument("--json", action="store_true", help="print JSON")
+    explain.add_argument("--plan", action="store_true", help="show the query's plan derived from Spark beside the Spark operators")
     explain.set_defaults(handler=_explain)
+
+    plan = commands.add_parser("plan", help="derive the cost-model plan of a builder's query from Spark's plan")
+    plan.add_argument("builder", help='"module:function", called as function(spark, params) -> DataFrame')
+    plan.add_argument("--config", type=Path, default=None, help="configuration giving the streams and [managed] params")
+    plan.add_argument("--query", default=None, help="query name (default: its [managed] entry, else the function's name)")
+    plan.add_argument("--json", action="store_true", help="print the plan document (a valid plan file)")
+    plan.set_defaults(handler=_plan)
 
     history = commands.add_parser("history", help="decisions and events, newest first")
     _config_option(history)
@@ -257,7 +265,10 @@ def _check_config(args: argparse.Namespace) -> int:
             f"{args.file}: ok — {len(config.plan.queries)} queries ({len(config.qos)} with QoS ranges), "
             f"{len(config.plan.streams)} streams, policy {config.policy.name}, "
             f"store {config.redact(config.store.url)}{', dry run' if config.guardrails.dry_run else ''}"
+            + (", plan derived from the builders" if config.derivations else "")
         )
+        for query, why in config.unmanaged.items():
+            print(f"{query}: runs unmanaged (fixed settings): {why}")
     return 0
 
 
@@ -269,8 +280,25 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from .plan_view import PlanViewError, plan_command
+
+    config = load(args.config) if args.config else None
+    try:
+        return plan_command(args.builder, args.query, config, args.json, print)
+    except PlanViewError as exc:
+        raise UserError(str(exc)) from None
+
+
 def _explain(args: argparse.Namespace) -> int:
     config = load(args.config)
+    if args.plan:
+        from .plan_view import PlanViewError, explain_plan
+
+        try:
+            return explain_plan(args.query, config, args.json, print)
+        except PlanViewError as exc:
+            raise UserError(str(exc)) from None
     with closing(_open_store(config)) as store:
         query = store.query(args.query)
         if query is None:

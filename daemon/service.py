@@ -49,7 +49,8 @@ from .controller import Controller, utcnow
 from .lease import Lease, LeaseHeld
 from .metrics import Metrics, NoMetrics
 from .notify import Notifier
-from .wiring import SimulatedApplier, apply_side, join_orders, retry_policy, spark_runtime, synthetic_parts, synthetic_source
+from .wiring import (SimulatedApplier, apply_side, join_orders, retry_policy, spark_runtime, start_unmanaged,
+                     synthetic_parts, synthetic_source)
 from armd.control.ports import Applier, EventRecord, StatsSource
 from armd.control.reconciler import Reconciler
 
@@ -162,6 +163,8 @@ class Service:
         self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics,
                                      join_orders=orders)
         self._watch_outbox(self.controller)
+        if self.spark is not None and config.unmanaged:
+            start_unmanaged(config, self.spark, self.controller.emit)
         self.reconciler = apply_side(self.controller, applier, orders)
         self.reconciler.restore()  # a migration the last run left open goes on; every other query starts with its settings
         scheduler = BackgroundScheduler(

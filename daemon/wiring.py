@@ -98,7 +98,10 @@ def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[
         log=log, migration=spark.migration, on_transition=on_transition,
     )
     for query, managed in config.managed.items():
-        streams = [plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"]
+        if query in config.unmanaged:  # its plan could not be derived: every stream offered, as when deriving
+            streams = list(config.source.streams)
+        else:
+            streams = [plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"]
         extra = {"sources": {stream: options(stream) for stream in dict.fromkeys(streams)},
                  "delay_seconds": managed.watermark_delay_seconds, "trigger_seconds": managed.trigger_seconds,
                  "nodes": dict(managed.nodes), **managed.params}
@@ -106,13 +109,21 @@ def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[
             extra.update(join_control=managed.join_order.control, join_order=list(managed.join_order.order))
         # The plan's window sizes and granularity stand until a decision gives others (a query without QoS ranges keeps them).
         unit = config.model.time_unit_seconds
-        nodes = [plan.nodes[n] for n in plan.query_nodes(query)]
+        nodes = [plan.nodes[n] for n in plan.query_nodes(query)] if query in plan.queries else []
         windows = {node.id: node.w * unit for node in nodes if node.op == "window" and node.w is not None}
         granularity = next((node.g * unit for node in nodes if node.op == "granularity" and node.g is not None), None)
         params = QueryParams(windows=windows, granularity=granularity, extra=extra)
         runtime.manager.register(ManagedSpec(query, managed.builder, sink(query), params, managed.output_mode,
                                              {"processingTime": f"{managed.trigger_seconds:g} seconds"}))
     return runtime
+
+
+def start_unmanaged(config: Config, runtime: Any, emit: Callable[..., None]) -> None:
+    """Start the queries whose plan could not be derived, with their initial settings, and say so (they stay as they are)."""
+    for query, why in config.unmanaged.items():
+        runtime.manager.start(query)
+        emit("plan_derivation_failed", "warning", f"query {query!r} runs unmanaged with its initial settings: {why}", query,
+             {"reason": why})
 
 
 def join_orders(config: Config) -> Any:

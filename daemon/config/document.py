@@ -74,6 +74,10 @@ class Config:
     """Retries of apply errors."""
     feedback: FeedbackConfig = part("feedback", default_factory=FeedbackConfig)
     """How measurements correct the cost model (the closed loop)."""
+    derivations: Mapping[str, Any] = field(default_factory=dict)
+    """Query → its ``Derivation`` when the plan was derived from the builders (no ``[plan]``; daemon/config/derived.py)."""
+    unmanaged: Mapping[str, str] = field(default_factory=dict)
+    """``[managed.NAME]`` queries whose plan could not be derived → why; they run with fixed settings, outside the plan."""
     secrets: frozenset[str] = frozenset()
     """Values that must never be shown: the store password, hook secrets, what the environment put into them."""
 

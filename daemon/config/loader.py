@@ -28,6 +28,7 @@ from .document import SECTIONS, Config
 from .environment import interpolate
 from .errors import ConfigError, Key, listing, reason, show
 from .keys import into, keys_of
+from .derived import derive_plan, wants_derivation
 from .managed import check_fixed_join_windows, read_managed, read_spark
 from .plan import calibrate, read_plan, read_queries
 from .reader import REQUIRED, Table
@@ -60,13 +61,14 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
 
 def _read(top: Table) -> Config:
     model = ModelConfig(**top.section("model", ModelConfig).read(ModelConfig))
-    plan_doc, plan = read_plan(top)
+    spark = read_spark(top)
+    derived = derive_plan(top, model, spark) if wants_derivation(top) else None
+    plan_doc, plan = (derived.doc, derived.plan) if derived else read_plan(top)
     plan = calibrate(top, plan, model)
     store = StoreConfig(**top.section("store", StoreConfig).read(StoreConfig))
     alerts = tuple(_alert(top, i, raw) for i, raw in enumerate(top.tables("alerts")))
     source = _source(top.section("source", SourceConfig), plan, model)
-    spark = read_spark(top)
-    managed = read_managed(top, plan, source.kind, spark)
+    managed = read_managed(top, plan, source.kind, spark, derived)
     qos = read_queries(top, plan)
     check_fixed_join_windows(top, managed, qos)
     return Config(
@@ -89,6 +91,8 @@ def _read(top: Table) -> Config:
         managed=managed,
         apply=_apply(top.section("apply", ApplyConfig)),
         feedback=FeedbackConfig(**top.section("feedback", FeedbackConfig).read(FeedbackConfig)),
+        derivations=dict(derived.derivations) if derived else {},
+        unmanaged=dict(derived.unmanaged) if derived else {},
     )
 
 

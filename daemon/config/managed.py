@@ -8,6 +8,7 @@ starts on Spark.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from armd.costmodel.plan import PlanSet
@@ -45,8 +46,12 @@ def read_spark(top: Table) -> SparkConfig:
     return SparkConfig(**t.read(SparkConfig, conf=conf))
 
 
-def read_managed(top: Table, plan: PlanSet, kind: str, spark: SparkConfig) -> dict[str, ManagedQueryConfig]:
-    """``[managed.NAME]`` for every plan query with ``source.kind = "spark"``, none otherwise."""
+def read_managed(top: Table, plan: PlanSet, kind: str, spark: SparkConfig, derived: Any = None) -> dict[str, ManagedQueryConfig]:
+    """``[managed.NAME]`` for every plan query with ``source.kind = "spark"``, none otherwise.
+
+    With a derived plan (``derived``, daemon/config/derived.py) the builder's
+    node names map to the derived ids, and a query that could not be derived
+    is read too (it runs unmanaged)."""
     raw = top.mapping("managed")
     if kind != "spark":
         if raw:
@@ -57,14 +62,45 @@ def read_managed(top: Table, plan: PlanSet, kind: str, spark: SparkConfig) -> di
     if missing:
         raise top.error(("managed", missing[0]), 'missing; with source.kind = "spark" every plan query needs '
                         f'[managed.NAME] with builder = "module:function" (queries without one: {listing(missing)})')
-    return {name: _managed_query(top, name, spec, plan, spark) for name, spec in raw.items()}
+    check_unshared(top, plan)
+    unmanaged = set(derived.unmanaged) if derived is not None else set()
+    found = {name: _managed_query(top, name, spec, plan, spark, unmanaged) for name, spec in raw.items()}
+    if derived is not None:
+        found = {name: replace(m, nodes={**derived.derivations[name].nodes, **m.nodes}) if name in derived.derivations else m
+                 for name, m in found.items()}
+    return found
 
 
-def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkConfig) -> ManagedQueryConfig:
-    if name not in plan.queries:
+def check_unshared(top: Table, plan: PlanSet) -> None:
+    """Refuse a plan node shared (``{"ref": id}``) by two queries that Spark runs.
+
+    Spark runs every managed query on its own plan and state: a sub-plan two
+    of them share in the plan file is computed and held twice, so a model that
+    counted it once would under-estimate both. Copying it silently would
+    leave ``[managed.NAME] nodes`` and ``[queries.NAME.windows]`` naming only
+    one of the copies, so the plan must say it (docs/spark-mapping.md).
+    """
+    owner: dict[str, str] = {}
+    for query in plan.queries:
+        for node in plan.query_nodes(query):
+            if node in owner and plan.nodes[node].op != "source":
+                raise top.error(("plan",), f"node {node!r} is shared by the Spark queries {owner[node]!r} and {query!r}, "
+                                "but Spark keeps a separate copy of its state per query; give each query its own copy "
+                                "of the node (with its own id) instead of a {\"ref\"}")
+            owner.setdefault(node, query)
+
+
+def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkConfig,
+                   unmanaged: set[str] = frozenset()) -> ManagedQueryConfig:  # type: ignore[assignment]
+    if name not in plan.queries and name not in unmanaged:
         raise ConfigError(top.file, ("managed", name), f"not a query of the plan; plan queries: {listing(plan.queries)}")
     t = Table(top.file, ("managed", name), raw, keys_of(ManagedQueryConfig))
     nodes = t.mapping("nodes")
+    if name in unmanaged:
+        if "join_order" in t.raw:
+            raise t.error(("join_order",), "a query whose plan cannot be derived runs unmanaged: armd changes no join order")
+        return ManagedQueryConfig(**t.read(ManagedQueryConfig, sink=_sink(name, t), nodes={}, params=dict(t.mapping("params")),
+                                           streams=(), join_order=None))
     own = plan.query_nodes(name)
     for alias, node in nodes.items():
         if not isinstance(node, str) or node not in own:

@@ -31,7 +31,8 @@ def read_plan(top: Table) -> tuple[dict[str, Any], PlanSet]:
     if "plan" not in top.raw:
         raise top.error(
             ("plan",),
-            'missing; give [plan] with file = "PLAN.json" or inline [plan.streams.*] and [plan.queries.*]',
+            'missing; give [plan] with file = "PLAN.json" or inline [plan.streams.*] and [plan.queries.*] '
+            '(with source.kind = "spark" and a [managed.NAME] builder per query it may be left out: armd derives it)',
         )
     t = top.table("plan", PLAN_KEYS)
     inline = {k: v for k, v in t.raw.items() if k != "file"}
