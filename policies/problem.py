@@ -10,6 +10,16 @@ The achieved QoS of a query is the mean position of its knobs in their ranges
 (each window node one knob, the granularity one knob): 1 at the maxima and
 finest granularity, 0 at the minima and coarsest granularity. The weighted
 QoS of a set of queries is Σ weight·QoS / Σ weight over queries with knobs.
+
+Load shedding (a query's ``drop_rate`` range) is a third knob per query: a
+drop rate p in front of the query divides the d of each of its source nodes
+by 1 − p (formula 2, a selection of selectivity 1 − p) and costs one
+predicate evaluation (C_P) per arriving element while p > 0, so the estimate
+equals that of the plan with that selection written in. It scales the
+query's QoS by the share of results kept, (1 − p)^k for k input streams
+(``qos.results_kept``). A query that sheds must own all its nodes (its
+sources too), since the drop would otherwise reach other queries. When no
+query sheds, nothing of this is computed.
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ from armd.costmodel.plan import PlanSet
 from .qos import (
     QoSError,
     QueryQoS,
+    drop_values,
+    results_kept,
     granularity_fractions,
     granularity_values,
     window_fractions,
@@ -182,6 +194,7 @@ class Problem:
                 self._check_binary_inputs(query, members, set(grans))
                 g_coarse[qi], g_fine[qi] = coarse, fine
 
+        self._init_drops(plan, qos, index, users)
         self.win_idx = np.array(win_idx, dtype=np.intp)
         self.win_query = np.array(win_query, dtype=np.intp)
         self.win_low = np.array(win_low, dtype=float)
@@ -190,6 +203,80 @@ class Problem:
         self.gran_query = np.array(gran_query, dtype=np.intp)
         self.g_coarse, self.g_fine = g_coarse, g_fine
         self._derive()
+
+    def _init_drops(self, plan: PlanSet, qos: Mapping[str, QueryQoS], index: dict[str, int], users: dict[str, int]) -> None:
+        """The drop knobs: per query its range (NaN without one) and inputs, and the source nodes it drops on."""
+        n = len(self.queries)
+        self.d_low, self.d_high = np.full(n, np.nan), np.full(n, np.nan)
+        self.drop_inputs = np.zeros(n)
+        drop_src, drop_query = [], []
+        for qi, query in enumerate(self.queries):
+            spec = qos.get(query)
+            if spec is None or not spec.sheds:
+                continue
+            members = plan.query_nodes(query)
+            shared = [n for n in members if users[n] > 1]
+            if shared:
+                raise QoSError(
+                    f"a drop_rate range needs a query whose nodes (sources included) are its own; "
+                    f"{', '.join(map(repr, shared))} also serve other queries",
+                    query,
+                )
+            sources = [index[n] for n in members if plan.nodes[n].op == "source"]
+            self.d_low[qi], self.d_high[qi] = map(float, spec.drop_rate)
+            self.drop_inputs[qi] = len(sources)
+            drop_src.extend(sources)
+            drop_query.extend([qi] * len(sources))
+        self.drop_src = np.array(drop_src, dtype=np.intp)
+        self.drop_query = np.array(drop_query, dtype=np.intp)
+
+    @property
+    def has_drop(self) -> np.ndarray:
+        """Per query: True when its QoS allows load shedding."""
+        return ~np.isnan(self.d_high)
+
+    def drop_rates(self, fd: np.ndarray | None) -> np.ndarray:
+        """Per-query drop rates for drop fractions of shape (Q,) or (Q, K) (None: the least shedding); 0 without a range."""
+        if fd is None:
+            fd = np.ones(len(self.queries))
+        fd = np.asarray(fd, dtype=float)
+        tail = fd.shape[1:]
+        low, high = self._column(np.nan_to_num(self.d_low), tail), self._column(np.nan_to_num(self.d_high), tail)
+        return drop_values(fd, low, high)
+
+    def _shed(self, fd: np.ndarray | None, K: int, stream_d: np.ndarray | None):
+        """Source shares kept (sources, K), the drops' own CPU (Q, K) and the share of results kept (Q, K); None when nothing sheds."""
+        if not self.sheds:
+            return None
+        p = self.drop_rates(fd)
+        p = np.broadcast_to(p.reshape(len(self.queries), -1), (len(self.queries), K))
+        if not p.any():
+            return None
+        keep = np.ones((self.batch.source_streams.shape[0], K))
+        keep[self.drop_src] = 1.0 - p[self.drop_query]
+        d = self.batch.stream_d if stream_d is None else np.asarray(stream_d, dtype=float)
+        d = d[self.batch.source_streams[self.drop_src]]
+        rate = 1.0 / (d if d.ndim == 2 else d[:, None])  # 0 for an empty stream (d = ∞)
+        cpu_rows = np.where(p[self.drop_query] > 0, rate * self.plan.constants.C_P, 0.0)
+        cpu = np.zeros((len(self.queries), K))
+        np.add.at(cpu, self.drop_query, cpu_rows)
+        return keep, cpu, results_kept(p, self.drop_inputs[:, None])
+
+    def _outcome(self, result, qos: np.ndarray | None, shed, trailing: bool) -> Outcome:
+        """The Outcome of a batch result, with the drops' CPU and results kept when something sheds."""
+        # Copies: the per-node result arrays are views into a block the evaluator reuses once
+        # nothing refers to it, which saves page faults on every later call.
+        query_memory, query_cpu = result.query_memory.copy(), result.query_cpu.copy()
+        total_memory, total_cpu = np.copy(result.total_memory), np.copy(result.total_cpu)
+        if shed is not None:
+            _, cpu, kept = shed
+            if not trailing:
+                cpu, kept = cpu[:, 0], kept[:, 0]
+            query_cpu += cpu
+            total_cpu = total_cpu + cpu.sum(axis=0)
+            if qos is not None:
+                qos = qos * kept
+        return Outcome(query_memory, query_cpu, total_memory, total_cpu, qos)
 
     def _derive(self, offsets: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Everything that follows from the knob arrays (shared by ``__init__`` and ``subproblem``).
@@ -209,7 +296,9 @@ class Problem:
             counts = np.diff(self._win_offsets)
         self.window_knobs = counts.astype(float)
         self.knobs = self.window_knobs + self.has_granularity
-        self.adjustable = self.knobs > 0
+        self.sheds = bool(len(self.drop_src))
+        """True when some query may shed load."""
+        self.adjustable = (self.knobs > 0) | self.has_drop
         # Window-knob fractions are summed per query in knob order, as a sparse row sum does (bit for
         # bit): for few queries and settings (a re-decision's) from a (Q, most knobs a query has)
         # table of knob positions, padded with a zero row, else with a sparse matrix built on first use.
@@ -300,6 +389,8 @@ class Problem:
             sub.win_idx, sub.win_query = node_rank[self.win_idx[windows]], query_rank[self.win_query[windows]]
             sub.gran_idx, sub.gran_query = node_rank[self.gran_idx[granularities]], query_rank[self.gran_query[granularities]]
         sub.win_low, sub.win_high = self.win_low[windows], self.win_high[windows]
+        sub.d_low, sub.d_high, sub.drop_inputs = self.d_low[keep], self.d_high[keep], self.drop_inputs[keep]
+        sub.drop_src, sub.drop_query = self._kept_drops(keep, positions)
         sub.g_coarse, sub.g_fine = self.g_coarse[keep], self.g_fine[keep]
         sub._readers = {}
         sub._qos_specs = None
@@ -311,6 +402,17 @@ class Problem:
             )
         self._subproblems[key] = sub
         return sub
+
+    def _kept_drops(self, keep: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The drop knobs' source positions and owners in a sub-problem of the queries ``keep``."""
+        if not len(self.drop_src):
+            return self.drop_src, self.drop_query
+        query_rank = np.full(len(self.queries), -1, dtype=np.intp)
+        query_rank[keep] = np.arange(len(keep))
+        node_rank = np.full(len(self.batch.w), -1, dtype=np.intp)
+        node_rank[positions] = np.arange(len(positions))
+        kept = np.flatnonzero(query_rank[self.drop_query] >= 0)
+        return node_rank[self.drop_src[kept]], query_rank[self.drop_query[kept]]
 
     def _claim(self, owner: dict[str, str], node_id: str, query: str) -> None:
         if owner.setdefault(node_id, query) != query:
@@ -350,29 +452,31 @@ class Problem:
         return self._qos(w[self.win_idx], g[self.gran_idx], w.shape[1:])
 
     def evaluate(
-        self, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray | None = None, with_qos: bool = True
+        self, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray | None = None, with_qos: bool = True,
+        fd: np.ndarray | None = None,
     ) -> Outcome:
         """Estimates and achieved QoS for per-query fractions of shape (Q,) or (Q, K).
 
         ``with_qos=False`` skips scoring the QoS (``Outcome.qos`` is None) when only the estimates matter.
+        ``fd`` are the drop fractions (None: the least shedding each range allows).
         """
         fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
         tail = fw.shape[1:]
         window_knobs, granularity_knobs = self._knob_values(fw, fg)
         w, g = self._fill(window_knobs, granularity_knobs, tail, reuse=True)
-        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d)
+        shed = self._shed(fd, tail[0] if tail else 1, stream_d)
+        keep = None if shed is None else (shed[0] if tail else shed[0][:, 0])
+        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d, source_keep=keep)
         qos = self._qos(window_knobs, granularity_knobs, tail) if with_qos else None
-        # Copies: the per-node result arrays are views into a block the evaluator reuses once
-        # nothing refers to it, which saves page faults on every later call.
-        return Outcome(
-            result.query_memory.copy(), result.query_cpu.copy(),
-            np.copy(result.total_memory), np.copy(result.total_cpu), qos,
-        )
+        return self._outcome(result, qos, shed, bool(tail))
 
-    def score(self, fw: np.ndarray, fg: np.ndarray) -> np.ndarray:
+    def score(self, fw: np.ndarray, fg: np.ndarray, fd: np.ndarray | None = None) -> np.ndarray:
         """Achieved QoS per query for per-query fractions, without estimating anything."""
         fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
-        return self._qos(*self._knob_values(fw, fg), fw.shape[1:])
+        qos = self._qos(*self._knob_values(fw, fg), fw.shape[1:])
+        if self.sheds:
+            qos = qos * results_kept(self.drop_rates(fd), self._column(self.drop_inputs, fw.shape[1:]))
+        return qos
 
     # --- parts: knob values and scores computed once, estimated many times ----------------------
 
@@ -421,12 +525,14 @@ class Problem:
         granularities: Part | list[Part],
         stream_d: np.ndarray | None = None,
         with_qos: bool = True,
+        fd: np.ndarray | None = None,
     ) -> Outcome:
         """``evaluate`` for settings given as parts (always with the trailing axis K).
 
         A list of parts stands for their settings side by side (without joining
         them into one array); a part of width 1 stands for the same value in
-        all K settings.
+        all K settings. ``fd``, the drop fractions, has shape (Q,) (the same in
+        every setting) or (Q, K); None is the least shedding.
         """
         windows = windows if isinstance(windows, list) else [windows]
         granularities = granularities if isinstance(granularities, list) else [granularities]
@@ -438,17 +544,15 @@ class Problem:
                 width = part.width if len(parts) > 1 else K
                 target[index, column:column + width] = part.values
                 column += width
-        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d)
+        shed = self._shed(fd, K, stream_d)
+        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d, source_keep=None if shed is None else shed[0])
         qos = None
         if with_qos:
             score = np.hstack([p.score for p in windows]) if len(windows) > 1 else windows[0].score
             score = score + (np.hstack([p.score for p in granularities]) if len(granularities) > 1
                              else granularities[0].score)
             qos = self._mean_position(score, (K,))
-        return Outcome(
-            result.query_memory.copy(), result.query_cpu.copy(),
-            np.copy(result.total_memory), np.copy(result.total_cpu), qos,
-        )
+        return self._outcome(result, qos, shed, True)
 
     def _knob_values(self, fw: np.ndarray, fg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         tail = fw.shape[1:]
@@ -520,8 +624,9 @@ class Problem:
         return total
 
     def _mean_position(self, total: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
-        knobs = self._column(np.where(self.adjustable, self.knobs, 1.0), tail)
-        return np.where(self._column(self.adjustable, tail), total / knobs, 1.0)
+        has_knobs = self.knobs > 0  # a query whose only knob is its drop rate scores 1 here
+        knobs = self._column(np.where(has_knobs, self.knobs, 1.0), tail)
+        return np.where(self._column(has_knobs, tail), total / knobs, 1.0)
 
     def weighted_qos(self, qos: np.ndarray) -> np.ndarray:
         """Σ weight·QoS / Σ weight over the queries that have knobs (1.0 when none has)."""
