@@ -51,7 +51,12 @@ class QueryQoS:
     weight: float = 1.0
     """Priority of the query in the weighted QoS objective (> 0)."""
     drop_rate: tuple[float, float] = (0.0, 0.0)
-    """[low, high] probability of dropping an input element before the windows (load shedding), in [0, 1)."""
+    """[low, high] probability of dropping an input element before the windows (load shedding), in [0, 1);
+    None is read as [0, 0] (a configuration without the key)."""
+
+    def __post_init__(self) -> None:
+        if self.drop_rate is None:
+            object.__setattr__(self, "drop_rate", (0.0, 0.0))
 
     @property
     def sheds(self) -> bool:
