@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
 import tempfile
 import time
@@ -149,7 +150,8 @@ def settings(shape: Shape) -> list[dict[str, Any]]:
 
 def _run(spark: Any, listener: ProgressListener, shape: Shape, params: QueryParams, name: str) -> tuple[Run, list[dict]]:
     sink = MemorySink()
-    manager = QueryManager(spark, tempfile.mkdtemp(prefix="armd-shedding-"))
+    root = tempfile.mkdtemp(prefix="armd-shedding-")
+    manager = QueryManager(spark, root)
     manager.register(ManagedSpec(name, BUILDERS + shape.builder, sink, params))
     began = time.monotonic()
     query = manager.start(name)
@@ -159,6 +161,7 @@ def _run(spark: Any, listener: ProgressListener, shape: Shape, params: QueryPara
         records = [r for r in listener.records() if r.run_id == str(query.runId)]
     finally:
         manager.stop_all()
+        shutil.rmtree(root, ignore_errors=True)
     return Run(records, time.monotonic() - began), sink.rows(name)
 
 
