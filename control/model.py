@@ -137,10 +137,7 @@ def drops_of(problem: Problem, running: Mapping[str, QuerySettings]) -> np.ndarr
     """
     if not problem.sheds:
         return None
-    low, high = np.nan_to_num(problem.d_low), np.nan_to_num(problem.d_high)
-    p = np.array([running[q].drop_rate if q in running else 0.0 for q in problem.queries])
-    span = np.where(high > low, high - low, 1.0)
-    return np.where(high > low, np.clip((high - p) / span, 0.0, 1.0), 1.0)
+    return problem.drops.fractions(np.array([running[q].drop_rate if q in running else 0.0 for q in problem.queries]))
 
 
 def settings_of(problem: Problem, fw: np.ndarray, fg: np.ndarray, fd: np.ndarray | None = None) -> dict[str, QuerySettings]:

@@ -11,15 +11,10 @@ The achieved QoS of a query is the mean position of its knobs in their ranges
 finest granularity, 0 at the minima and coarsest granularity. The weighted
 QoS of a set of queries is Σ weight·QoS / Σ weight over queries with knobs.
 
-Load shedding (a query's ``drop_rate`` range) is a third knob per query: a
-drop rate p in front of the query divides the d of each of its source nodes
-by 1 − p (formula 2, a selection of selectivity 1 − p) and costs one
-predicate evaluation (C_P) per arriving element while p > 0, so the estimate
-equals that of the plan with that selection written in. It scales the
-query's QoS by the share of results kept, (1 − p)^k for k input streams
-(``qos.results_kept``). A query that sheds must own all its nodes (its
-sources too), since the drop would otherwise reach other queries. When no
-query sheds, nothing of this is computed.
+Load shedding (a query's ``drop_rate`` range) is a third knob per query,
+given as drop fractions ``fd``: it is priced as a selection of 1 − p after
+the query's sources and scales the query's QoS by the share of results kept
+(``policies/shedding.py``). When no query may shed, nothing of it is computed.
 """
 
 from __future__ import annotations
@@ -36,13 +31,12 @@ from armd.costmodel.plan import PlanSet
 from .qos import (
     QoSError,
     QueryQoS,
-    drop_values,
-    results_kept,
     granularity_fractions,
     granularity_values,
     window_fractions,
     window_values,
 )
+from .shedding import Drops
 
 _SUBPROBLEMS = 1
 """Sub-problems a problem keeps, the most recent ones. Each holds its own evaluation memory, so few
@@ -194,7 +188,7 @@ class Problem:
                 self._check_binary_inputs(query, members, set(grans))
                 g_coarse[qi], g_fine[qi] = coarse, fine
 
-        self._init_drops(plan, qos, index, users)
+        self.drops = Drops.of(plan, qos, self.queries, index, users)
         self.win_idx = np.array(win_idx, dtype=np.intp)
         self.win_query = np.array(win_query, dtype=np.intp)
         self.win_low = np.array(win_low, dtype=float)
@@ -204,63 +198,14 @@ class Problem:
         self.g_coarse, self.g_fine = g_coarse, g_fine
         self._derive()
 
-    def _init_drops(self, plan: PlanSet, qos: Mapping[str, QueryQoS], index: dict[str, int], users: dict[str, int]) -> None:
-        """The drop knobs: per query its range (NaN without one) and inputs, and the source nodes it drops on."""
-        n = len(self.queries)
-        self.d_low, self.d_high = np.full(n, np.nan), np.full(n, np.nan)
-        self.drop_inputs = np.zeros(n)
-        drop_src, drop_query = [], []
-        for qi, query in enumerate(self.queries):
-            spec = qos.get(query)
-            if spec is None or not spec.sheds:
-                continue
-            members = plan.query_nodes(query)
-            shared = [n for n in members if users[n] > 1]
-            if shared:
-                raise QoSError(
-                    f"a drop_rate range needs a query whose nodes (sources included) are its own; "
-                    f"{', '.join(map(repr, shared))} also serve other queries",
-                    query,
-                )
-            sources = [index[n] for n in members if plan.nodes[n].op == "source"]
-            self.d_low[qi], self.d_high[qi] = map(float, spec.drop_rate)
-            self.drop_inputs[qi] = len(sources)
-            drop_src.extend(sources)
-            drop_query.extend([qi] * len(sources))
-        self.drop_src = np.array(drop_src, dtype=np.intp)
-        self.drop_query = np.array(drop_query, dtype=np.intp)
-
     @property
     def has_drop(self) -> np.ndarray:
         """Per query: True when its QoS allows load shedding."""
-        return ~np.isnan(self.d_high)
+        return self.drops.allowed
 
     def drop_rates(self, fd: np.ndarray | None) -> np.ndarray:
         """Per-query drop rates for drop fractions of shape (Q,) or (Q, K) (None: the least shedding); 0 without a range."""
-        if fd is None:
-            fd = np.ones(len(self.queries))
-        fd = np.asarray(fd, dtype=float)
-        tail = fd.shape[1:]
-        low, high = self._column(np.nan_to_num(self.d_low), tail), self._column(np.nan_to_num(self.d_high), tail)
-        return drop_values(fd, low, high)
-
-    def _shed(self, fd: np.ndarray | None, K: int, stream_d: np.ndarray | None):
-        """Source shares kept (sources, K), the drops' own CPU (Q, K) and the share of results kept (Q, K); None when nothing sheds."""
-        if not self.sheds:
-            return None
-        p = self.drop_rates(fd)
-        p = np.broadcast_to(p.reshape(len(self.queries), -1), (len(self.queries), K))
-        if not p.any():
-            return None
-        keep = np.ones((self.batch.source_streams.shape[0], K))
-        keep[self.drop_src] = 1.0 - p[self.drop_query]
-        d = self.batch.stream_d if stream_d is None else np.asarray(stream_d, dtype=float)
-        d = d[self.batch.source_streams[self.drop_src]]
-        rate = 1.0 / (d if d.ndim == 2 else d[:, None])  # 0 for an empty stream (d = ∞)
-        cpu_rows = np.where(p[self.drop_query] > 0, rate * self.plan.constants.C_P, 0.0)
-        cpu = np.zeros((len(self.queries), K))
-        np.add.at(cpu, self.drop_query, cpu_rows)
-        return keep, cpu, results_kept(p, self.drop_inputs[:, None])
+        return self.drops.rates(fd)
 
     def _outcome(self, result, qos: np.ndarray | None, shed, trailing: bool) -> Outcome:
         """The Outcome of a batch result, with the drops' CPU and results kept when something sheds."""
@@ -296,9 +241,9 @@ class Problem:
             counts = np.diff(self._win_offsets)
         self.window_knobs = counts.astype(float)
         self.knobs = self.window_knobs + self.has_granularity
-        self.sheds = bool(len(self.drop_src))
+        self.sheds = self.drops.sheds
         """True when some query may shed load."""
-        self.adjustable = (self.knobs > 0) | self.has_drop
+        self.adjustable = (self.knobs > 0) | self.drops.allowed
         # Window-knob fractions are summed per query in knob order, as a sparse row sum does (bit for
         # bit): for few queries and settings (a re-decision's) from a (Q, most knobs a query has)
         # table of knob positions, padded with a zero row, else with a sparse matrix built on first use.
@@ -389,8 +334,7 @@ class Problem:
             sub.win_idx, sub.win_query = node_rank[self.win_idx[windows]], query_rank[self.win_query[windows]]
             sub.gran_idx, sub.gran_query = node_rank[self.gran_idx[granularities]], query_rank[self.gran_query[granularities]]
         sub.win_low, sub.win_high = self.win_low[windows], self.win_high[windows]
-        sub.d_low, sub.d_high, sub.drop_inputs = self.d_low[keep], self.d_high[keep], self.drop_inputs[keep]
-        sub.drop_src, sub.drop_query = self._kept_drops(keep, positions)
+        sub.drops = self.drops.subset(keep, positions, len(self.batch.w))
         sub.g_coarse, sub.g_fine = self.g_coarse[keep], self.g_fine[keep]
         sub._readers = {}
         sub._qos_specs = None
@@ -402,17 +346,6 @@ class Problem:
             )
         self._subproblems[key] = sub
         return sub
-
-    def _kept_drops(self, keep: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The drop knobs' source positions and owners in a sub-problem of the queries ``keep``."""
-        if not len(self.drop_src):
-            return self.drop_src, self.drop_query
-        query_rank = np.full(len(self.queries), -1, dtype=np.intp)
-        query_rank[keep] = np.arange(len(keep))
-        node_rank = np.full(len(self.batch.w), -1, dtype=np.intp)
-        node_rank[positions] = np.arange(len(positions))
-        kept = np.flatnonzero(query_rank[self.drop_query] >= 0)
-        return node_rank[self.drop_src[kept]], query_rank[self.drop_query[kept]]
 
     def _claim(self, owner: dict[str, str], node_id: str, query: str) -> None:
         if owner.setdefault(node_id, query) != query:
@@ -464,7 +397,7 @@ class Problem:
         tail = fw.shape[1:]
         window_knobs, granularity_knobs = self._knob_values(fw, fg)
         w, g = self._fill(window_knobs, granularity_knobs, tail, reuse=True)
-        shed = self._shed(fd, tail[0] if tail else 1, stream_d)
+        shed = self.drops.price(fd, tail[0] if tail else 1, stream_d, self.batch)
         keep = None if shed is None else (shed[0] if tail else shed[0][:, 0])
         result = self.batch.evaluate(w=w, g=g, stream_d=stream_d, source_keep=keep)
         qos = self._qos(window_knobs, granularity_knobs, tail) if with_qos else None
@@ -475,7 +408,7 @@ class Problem:
         fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
         qos = self._qos(*self._knob_values(fw, fg), fw.shape[1:])
         if self.sheds:
-            qos = qos * results_kept(self.drop_rates(fd), self._column(self.drop_inputs, fw.shape[1:]))
+            qos = qos * self.drops.kept(fd, fw.shape[1:])
         return qos
 
     # --- parts: knob values and scores computed once, estimated many times ----------------------
@@ -544,7 +477,7 @@ class Problem:
                 width = part.width if len(parts) > 1 else K
                 target[index, column:column + width] = part.values
                 column += width
-        shed = self._shed(fd, K, stream_d)
+        shed = self.drops.price(fd, K, stream_d, self.batch)
         result = self.batch.evaluate(w=w, g=g, stream_d=stream_d, source_keep=None if shed is None else shed[0])
         qos = None
         if with_qos:
