@@ -10,7 +10,11 @@ event time, which is what makes runs replayable.
 
 Measured state is simulated honestly from those arrivals: a query's state is
 the elements its applied windows hold now (arrivals of the window's source
-stream within the window), times the stream's element size.
+stream within the window), times the stream's element size. A query that
+sheds load (an applied drop rate p) holds only the arrivals it kept: each
+arrival carries a uniform mark drawn with it, and a query keeps the arrivals
+whose mark is at least p, so the same arrivals are dropped at every
+observation, as a seeded ``rand() >= p`` filter does on Spark.
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ class SyntheticSource:
         self.element_bytes = dict(element_bytes or {})
         self.taps = {q: tuple(t) for q, t in (taps or {}).items()}
         self.window_sizes: dict[tuple[str, str], float] = {}
+        self.drop_rates: dict[str, float] = {}
         self._index = {name: i for i, name in enumerate(sorted(self.schedules))}
         self._draws: dict[tuple[str, int], np.ndarray] = {}
         self._last = 0.0
@@ -104,21 +109,27 @@ class SyntheticSource:
     def seconds(self, at: datetime) -> float:
         return (at - self.start).total_seconds()
 
-    def arrivals(self, stream: str, start: float, end: float) -> np.ndarray:
-        """Arrival times in [start, end) (seconds since the source started), ascending."""
+    def arrivals(self, stream: str, start: float, end: float, drop: float = 0.0) -> np.ndarray:
+        """Arrival times in [start, end) (seconds since the source started), ascending; with ``drop``,
+        only those a query dropping at that rate keeps."""
         if end <= start:
             return np.empty(0)
         parts = [self._second(stream, k) for k in range(max(0, math.floor(start)), math.ceil(end))]
-        times = np.concatenate(parts) if parts else np.empty(0)
-        return times[(times >= start) & (times < end)]
+        times, marks = np.concatenate(parts, axis=1) if parts else np.empty((2, 0))
+        kept = (times >= start) & (times < end)
+        if drop > 0:
+            kept &= marks >= drop
+        return times[kept]
 
     def _second(self, stream: str, k: int) -> np.ndarray:
+        """The arrivals of one second: their times and their drop marks, a (2, count) array."""
         key = (stream, k)
         draw = self._draws.get(key)
         if draw is None:
             rng = np.random.default_rng([self.seed, self._index[stream], k])
             count = rng.poisson(self.schedules[stream].expected(k, k + 1))
-            draw = k + np.sort(rng.random(count))
+            times = k + np.sort(rng.random(count))
+            draw = np.stack((times, rng.random(count)))  # marks drawn after the times: the times stay as they were
             self._draws[key] = draw
             if len(self._draws) > _CACHE_SECONDS * max(1, len(self.schedules)):
                 for old in [key for key in self._draws if key[1] < k - _CACHE_SECONDS]:
@@ -128,6 +139,10 @@ class SyntheticSource:
     def set_window(self, query: str, window_node: str, size: float) -> None:
         """Record an applied window size (model time units); the simulated state follows it."""
         self.window_sizes[(query, window_node)] = float(size)
+
+    def set_drop_rate(self, query: str, rate: float) -> None:
+        """Record an applied drop rate; the query's simulated state holds only the arrivals it keeps."""
+        self.drop_rates[query] = float(rate)
 
     def observe(self, at: datetime) -> Observation:
         now = self.seconds(at)
@@ -146,7 +161,7 @@ class SyntheticSource:
         rows, size = 0, 0.0
         for tap in taps:
             window = self.window_sizes.get((query, tap.window_node), tap.default_size) * self.time_unit_seconds
-            held = len(self.arrivals(tap.stream, max(0.0, now - window), now))
+            held = len(self.arrivals(tap.stream, max(0.0, now - window), now, self.drop_rates.get(query, 0.0)))
             rows += held
             size += held * self.element_bytes.get(tap.stream, 0.0)
         return QueryMetrics(query, state_rows=rows, state_bytes=int(size))

@@ -41,7 +41,8 @@ from armd.policies.trajectory import predict
 from armd.policies.triggers import RateTracker, decision_due
 
 from . import feedback
-from .model import Model, Setup, build_model, estimate_rows, fractions_of, key_match, longest_window, same_settings, settings_of
+from .model import (Model, Setup, build_model, drops_of, estimate_rows, fractions_of, key_match, longest_window, same_settings,
+                    settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
@@ -215,7 +216,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     estimate_over = state.estimate_over
     if admitted and running:
         problem = model.problem_of(admitted)
-        rows = estimate_rows(problem, *fractions_of(problem, running), model.current_d(rates))
+        rows = estimate_rows(problem, *fractions_of(problem, running), model.current_d(rates), drops_of(problem, running))
         memory, cpu = feedback.corrected_total(rows, state.feedback, setup.feedback)
         estimate_over = memory > setup.bounds.memory or cpu > setup.bounds.cpu
     arrived = {s.stream for s in observation.streams if s.rows > 0}
@@ -403,18 +404,15 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     started = timer()
     decision = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
     running = _running(problem, snapshot)
-    guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d)
+    guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     duration_ms = (timer() - started) * 1e3
 
-    proposed = settings_of(problem, decision.fw, decision.fg)
-    applied = settings_of(problem, guarded.fw, guarded.fg)
-    settings_changes = {
-        q: (in_force.get(q), s) for q, s in applied.items()
-        if q not in in_force or in_force[q].windows != s.windows or in_force[q].granularity != s.granularity
-    }
+    proposed = settings_of(problem, decision.fw, decision.fg, decision.fd)
+    applied = settings_of(problem, guarded.fw, guarded.fg, guarded.fd)
+    settings_changes = {q: (in_force.get(q), s) for q, s in applied.items() if not same_settings(in_force.get(q), s)}
     trajectory, held = None, 0.0
     if running is not None:
-        old_outcome = problem.evaluate(running.fw, running.fg, stream_d)
+        old_outcome = problem.evaluate(running.fw, running.fg, stream_d, fd=running.fd)
         held = float(old_outcome.total_memory)
         if state.feedback.measured_total is not None:  # staged against measured headroom when it is less
             held = max(held, state.feedback.measured_total)
@@ -461,7 +459,8 @@ def _running(problem: Problem, snapshot: Snapshot) -> Running | None:
     if not any(q in snapshot.running for q in problem.queries):
         return None
     fw, fg = fractions_of(problem, snapshot.running)
-    return Running(fw, fg, np.array([snapshot.changed_at.get(q, math.nan) for q in problem.queries]))
+    return Running(fw, fg, np.array([snapshot.changed_at.get(q, math.nan) for q in problem.queries]),
+                   drops_of(problem, snapshot.running))
 
 
 def _stage(changes: Mapping[str, tuple[QuerySettings | None, QuerySettings]], held: float, memory: Mapping[str, float],

@@ -121,8 +121,9 @@ def longest_window(plan: PlanSet, query: str, settings: QuerySettings) -> float:
 
 
 def same_settings(a: QuerySettings | None, b: QuerySettings) -> bool:
-    """Whether ``b`` changes nothing that runs (window sizes and granularity) compared with ``a``."""
-    return a is not None and dict(a.windows) == dict(b.windows) and a.granularity == b.granularity
+    """Whether ``b`` changes nothing that runs (window sizes, granularity, drop rate) compared with ``a``."""
+    return (a is not None and dict(a.windows) == dict(b.windows) and a.granularity == b.granularity
+            and a.drop_rate == b.drop_rate)
 
 
 def fractions_of(problem: Problem, running: Mapping[str, QuerySettings]) -> tuple[np.ndarray, np.ndarray]:
@@ -132,10 +133,24 @@ def fractions_of(problem: Problem, running: Mapping[str, QuerySettings]) -> tupl
     return fw, fg
 
 
-def settings_of(problem: Problem, fw: np.ndarray, fg: np.ndarray) -> dict[str, QuerySettings]:
-    """What the fractions mean per query: window sizes per node, the granularity and the QoS achieved."""
+def drops_of(problem: Problem, running: Mapping[str, QuerySettings]) -> np.ndarray | None:
+    """The drop fractions in force per query of ``problem`` (None when no query may shed).
+
+    Read back from each query's drop rate: 1 at the low end of its range, 0 at the high end.
+    """
+    if not problem.sheds:
+        return None
+    return problem.drops.fractions(np.array([running[q].drop_rate if q in running else 0.0 for q in problem.queries]))
+
+
+def settings_of(problem: Problem, fw: np.ndarray, fg: np.ndarray, fd: np.ndarray | None = None) -> dict[str, QuerySettings]:
+    """What the fractions mean per query: window sizes per node, the granularity, the drop rate and the QoS achieved."""
     w, g = problem.values(fw, fg)
     qos = problem.qos(w, g)
+    drops = np.zeros(len(problem.queries))
+    if problem.sheds:
+        qos = problem.score(fw, fg, fd)
+        drops = problem.drop_rates(fd)
     node_ids = problem.batch.node_ids
     windows: dict[int, dict[str, float]] = {}
     for node, qi in zip(problem.win_idx, problem.win_query):
@@ -144,20 +159,21 @@ def settings_of(problem: Problem, fw: np.ndarray, fg: np.ndarray) -> dict[str, Q
     for node, qi in zip(problem.gran_idx, problem.gran_query):
         granularity.setdefault(int(qi), float(g[node]))
     return {
-        q: QuerySettings(float(fw[i]), float(fg[i]), windows.get(i, {}), granularity.get(i), float(qos[i]))
+        q: QuerySettings(float(fw[i]), float(fg[i]), windows.get(i, {}), granularity.get(i), float(qos[i]), float(drops[i]))
         for i, q in enumerate(problem.queries)
     }
 
 
 def memory_of(problem: Problem, settings: Mapping[str, QuerySettings], stream_d: np.ndarray) -> tuple[float, dict[str, float]]:
     """The estimated memory, in total and per query, with ``settings`` in force (queries without settings hold nothing)."""
-    outcome = problem.evaluate(*fractions_of(problem, settings), stream_d, with_qos=False)
+    outcome = problem.evaluate(*fractions_of(problem, settings), stream_d, with_qos=False, fd=drops_of(problem, settings))
     return float(outcome.total_memory), {q: float(m) for q, m in zip(problem.queries, outcome.query_memory)}
 
 
-def estimate_rows(problem: Problem, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray) -> list[EstimateRow]:
+def estimate_rows(problem: Problem, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray,
+                  fd: np.ndarray | None = None) -> list[EstimateRow]:
     """Memory and CPU per query of ``problem`` at the fractions, the total (shared nodes once) last."""
-    outcome = problem.evaluate(fw, fg, stream_d, with_qos=False)
+    outcome = problem.evaluate(fw, fg, stream_d, with_qos=False, fd=fd)
     rows = [EstimateRow(q, float(m), float(c)) for q, m, c in zip(problem.queries, outcome.query_memory, outcome.query_cpu)]
     rows.append(EstimateRow(None, float(outcome.total_memory), float(outcome.total_cpu)))
     return rows

@@ -113,9 +113,12 @@ class QuerySettings:
     """Granularity of the query's granularity nodes, in model time units (None: no knob)."""
     qos: float
     """Achieved QoS fraction in [0, 1]."""
+    drop_rate: float = 0.0
+    """Probability of dropping each input element before the windows (load shedding); 0: none."""
 
     def as_json(self) -> dict[str, Any]:
-        return {"fw": self.fw, "fg": self.fg, "windows": dict(self.windows), "granularity": self.granularity, "qos": self.qos}
+        return {"fw": self.fw, "fg": self.fg, "windows": dict(self.windows), "granularity": self.granularity, "qos": self.qos,
+                "drop_rate": self.drop_rate}
 
 
 @runtime_checkable

@@ -832,6 +832,11 @@ class BatchPlan:
         return self
 
     @property
+    def source_streams(self) -> np.ndarray:
+        """Per source node (the first ``len(source_streams)`` positions of ``node_ids``): its stream's index."""
+        return self._source_streams
+
+    @property
     def node_ids(self) -> tuple[str, ...]:
         """Node ids in the order of every per-node array (see the class docstring)."""
         ids = self._node_ids
@@ -1163,8 +1168,14 @@ class BatchPlan:
             raise ValueError(f"{name}: every value at a {name} position must be {bound}")
         return array if array.ndim == 2 else array[:, None]
 
-    def evaluate(self, w=None, g=None, stream_d=None) -> BatchResult:
+    def evaluate(self, w=None, g=None, stream_d=None, source_keep=None) -> BatchResult:
         """Estimate every node, query and the total, optionally with other w, g or stream d.
+
+        ``source_keep`` (shape (sources,) or with the trailing axis, in
+        ``node_ids`` order: the sources come first) is the share of its
+        stream's elements each source node passes on, as if a selection of
+        that selectivity followed it (load shedding, without the selection's
+        own cost); values in (0, 1].
 
         Each override has shape (N,) (or (S,) for stream_d) or with a trailing
         axis K; then all K settings are evaluated at once and every result array
@@ -1182,7 +1193,10 @@ class BatchPlan:
         w_all = self._override("w", w, self.w, self._window_check, allow_inf=False)
         g_all = self._override("g", g, self.g, self._granularity_check, allow_inf=False)
         d_src = self._override("stream_d", stream_d, self.stream_d, slice(None), allow_inf=True)
-        widths = {a.shape[1] for a, given in ((w_all, w), (g_all, g), (d_src, stream_d))
+        keep = None if source_keep is None else np.asarray(source_keep, dtype=float)
+        if keep is not None and (keep.shape[0] != self._n_sources or keep.ndim > 2):
+            raise ValueError(f"source_keep must have {self._n_sources} rows (one per source node), got shape {keep.shape}")
+        widths = {a.shape[1] for a, given in ((w_all, w), (g_all, g), (d_src, stream_d), (keep, source_keep))
                   if given is not None and np.ndim(given) == 2}
         if len(widths) > 1:
             raise ValueError(f"the trailing axes of w, g and stream_d differ: {sorted(widths)}")
@@ -1216,10 +1230,12 @@ class BatchPlan:
 
         # Level 0: sources (d, l = g, g), the empty stream when d = ∞; (S, 1) columns unless
         # stream_d has a trailing axis. Consumers read these instead of the (S, K) rows.
-        if stream_d is None:
+        if stream_d is None and keep is None:
             d0, l0 = self._source_d, self._source_l
         else:
             d0 = d_src[self._source_streams]
+            if keep is not None:  # formula 2: a selection keeping a share s divides d by s
+                d0 = d0 / (keep if keep.ndim == 2 else keep.reshape(-1, 1))
             l0 = np.where(d0 == _INF, 0.0, self._source_g)
         sources = (d0, l0, self._source_g_read, self._source_size_read)
         state = (D, L, G, S)

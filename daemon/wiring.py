@@ -36,6 +36,7 @@ class SimulatedApplier:
     def apply(self, query: str, old: QuerySettings | None, new: QuerySettings) -> str:
         for node_id, size in new.windows.items():
             self.source.set_window(query, node_id, size)
+        self.source.set_drop_rate(query, new.drop_rate)
         return "direct"
 
 

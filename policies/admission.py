@@ -3,7 +3,8 @@
 A new query is admitted when some setting of all queries, the new one
 included, fits the bounds without taking any query below its QoS minimum —
 that is exactly when the all-minimum setting fits, because every estimate
-grows with the fractions. Otherwise it is rejected with the shortfall, so the
+grows with the fractions (a query that may shed load is at its minimum when
+it sheds the most its range allows). Otherwise it is rejected with the shortfall, so the
 operator knows how much more memory or CPU the query would need.
 """
 
@@ -34,7 +35,7 @@ def admit(problem: Problem, bounds: Bounds, candidate: str, stream_d: np.ndarray
     if candidate not in problem.queries:
         raise LookupError(f"query {candidate!r} is not part of the problem; queries: {', '.join(problem.queries[:10])}")
     n = len(problem.queries)
-    lowest = problem.evaluate(np.zeros(n), np.zeros(n), stream_d)
+    lowest = problem.evaluate(np.zeros(n), np.zeros(n), stream_d, fd=np.zeros(n) if problem.sheds else None)
     memory, cpu = float(lowest.total_memory), float(lowest.total_cpu)
     short_memory = max(0.0, memory - bounds.usable_memory)
     short_cpu = max(0.0, cpu - bounds.usable_cpu)

@@ -48,6 +48,8 @@ class Decision:
     state: Any = None
     details: dict[str, Any] = field(default_factory=dict)
     """Policy-specific facts worth recording (steps taken, multipliers, …)."""
+    fd: np.ndarray | None = None
+    """Per query drop fraction in [0, 1] (1: the least shedding its range allows); None: no query sheds more."""
 
 
 class Policy(Protocol):

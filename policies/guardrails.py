@@ -6,6 +6,10 @@ given what is running now and when each query last changed. They damp noise
 they never hold the system over its bounds: when the guarded setting would
 break a bound that the proposal meets, every reduction of the proposal is
 applied in full. A dry run records the decision and applies nothing.
+
+A drop rate (load shedding) migrates no state, so it is not stepped: it is
+held by hysteresis and cool-down like a fraction and otherwise applied as
+proposed; a rise of shedding counts as a reduction.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class Running:
     fw: np.ndarray
     fg: np.ndarray
     changed_at: np.ndarray
+    fd: np.ndarray | None = None
+    """Drop fractions in force (None: no query may shed)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,8 @@ class Guarded:
     """Queries whose change was cut to the maximum step."""
     forced: tuple[str, ...]
     """Queries whose reduction went through despite a guardrail, to keep the bounds."""
+    fd: np.ndarray | None = None
+    """Drop fractions to apply (None: no query may shed)."""
 
 
 def guard(
@@ -70,39 +78,50 @@ def guard(
     rails: Guardrails,
     now: float,
     stream_d: np.ndarray | None = None,
+    proposal_fd: np.ndarray | None = None,
 ) -> Guarded:
-    """The setting to apply for a policy's proposal."""
+    """The setting to apply for a policy's proposal (``proposal_fd``: its drop fractions, None when no query may shed)."""
     names = problem.queries
     if running is None:
-        outcome = problem.evaluate(proposal_fw, proposal_fg, stream_d)
-        return Guarded(proposal_fw, proposal_fg, outcome, not rails.dry_run, (), (), ())
+        outcome = problem.evaluate(proposal_fw, proposal_fg, stream_d, fd=proposal_fd)
+        return Guarded(proposal_fw, proposal_fg, outcome, not rails.dry_run, (), (), (), proposal_fd)
 
+    # without shedding the drop fractions are all 1 (the least shedding) and never differ
+    n = len(names)
+    want_fd = np.ones(n) if proposal_fd is None else proposal_fd
+    run_fd = np.ones(n) if running.fd is None else running.fd
     small = (np.abs(proposal_fw - running.fw) < rails.hysteresis) & (np.abs(proposal_fg - running.fg) < rails.hysteresis)
+    small &= np.abs(want_fd - run_fd) < rails.hysteresis
     cooling = (now - running.changed_at) < rails.cooldown  # NaN (never changed) compares False
     hold = small | cooling
     fw = np.where(hold, running.fw, _step(running.fw, proposal_fw, rails.max_step))
     fg = np.where(hold, running.fg, _step(running.fg, proposal_fg, rails.max_step))
+    fd = np.where(hold, run_fd, want_fd)
     limited = ~hold & ((fw != proposal_fw) | (fg != proposal_fg))
-    outcome = problem.evaluate(fw, fg, stream_d)
+    outcome = problem.evaluate(fw, fg, stream_d, fd=fd)
 
     forced = np.zeros(len(names), dtype=bool)
     if not outcome.fits(bounds):
-        proposed = problem.evaluate(proposal_fw, proposal_fg, stream_d)
+        proposed = problem.evaluate(proposal_fw, proposal_fg, stream_d, fd=proposal_fd)
         if proposed.fits(bounds):
-            reduce_w, reduce_g = proposal_fw < fw, proposal_fg < fg
-            forced = reduce_w | reduce_g
+            reduce_w, reduce_g, reduce_d = proposal_fw < fw, proposal_fg < fg, want_fd < fd
+            forced = reduce_w | reduce_g | reduce_d
             fw = np.where(reduce_w, proposal_fw, fw)
             fg = np.where(reduce_g, proposal_fg, fg)
-            outcome = problem.evaluate(fw, fg, stream_d)
+            fd = np.where(reduce_d, want_fd, fd)
+            outcome = problem.evaluate(fw, fg, stream_d, fd=fd)
             if not outcome.fits(bounds):  # growth elsewhere still too much: take the proposal whole
-                forced = (fw != proposal_fw) | (fg != proposal_fg) | forced
-                fw, fg, outcome = proposal_fw, proposal_fg, proposed
+                forced = (fw != proposal_fw) | (fg != proposal_fg) | (fd != want_fd) | forced
+                fw, fg, fd, outcome = proposal_fw, proposal_fg, want_fd, proposed
 
     def listed(mask: np.ndarray) -> tuple[str, ...]:
         return tuple(names[i] for i in np.flatnonzero(mask))
 
-    held_now = hold & (fw == running.fw) & (fg == running.fg) & ((proposal_fw != running.fw) | (proposal_fg != running.fg))
-    return Guarded(fw, fg, outcome, not rails.dry_run, listed(held_now), listed(limited & ~forced), listed(forced))
+    kept = (fw == running.fw) & (fg == running.fg) & (fd == run_fd)
+    asked = (proposal_fw != running.fw) | (proposal_fg != running.fg) | (want_fd != run_fd)
+    held_now = hold & kept & asked
+    return Guarded(fw, fg, outcome, not rails.dry_run, listed(held_now), listed(limited & ~forced), listed(forced),
+                   None if proposal_fd is None and running.fd is None else fd)
 
 
 def _step(current: np.ndarray, target: np.ndarray, max_step: float) -> np.ndarray:

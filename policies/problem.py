@@ -10,6 +10,11 @@ The achieved QoS of a query is the mean position of its knobs in their ranges
 (each window node one knob, the granularity one knob): 1 at the maxima and
 finest granularity, 0 at the minima and coarsest granularity. The weighted
 QoS of a set of queries is Σ weight·QoS / Σ weight over queries with knobs.
+
+Load shedding (a query's ``drop_rate`` range) is a third knob per query,
+given as drop fractions ``fd``: it is priced as a selection of 1 − p after
+the query's sources and scales the query's QoS by the share of results kept
+(``policies/shedding.py``). When no query may shed, nothing of it is computed.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from .qos import (
     window_fractions,
     window_values,
 )
+from .shedding import Drops
 
 _SUBPROBLEMS = 1
 """Sub-problems a problem keeps, the most recent ones. Each holds its own evaluation memory, so few
@@ -188,6 +194,7 @@ class Problem:
                 self._check_binary_inputs(query, members, set(grans))
                 g_coarse[qi], g_fine[qi] = coarse, fine
 
+        self.drops = Drops.of(plan, qos, self.queries, index, users)
         self.win_idx = np.array(win_idx, dtype=np.intp)
         self.win_query = np.array(win_query, dtype=np.intp)
         self.win_low = np.array(win_low, dtype=float)
@@ -196,6 +203,35 @@ class Problem:
         self.gran_query = np.array(gran_query, dtype=np.intp)
         self.g_coarse, self.g_fine = g_coarse, g_fine
         self._derive()
+
+    @property
+    def has_drop(self) -> np.ndarray:
+        """Per query: True when its QoS allows load shedding."""
+        return self.drops.allowed
+
+    def drop_rates(self, fd: np.ndarray | None) -> np.ndarray:
+        """Per-query drop rates for drop fractions of shape (Q,) or (Q, K) (None: the least shedding); 0 without a range."""
+        return self.drops.rates(fd)
+
+    def _outcome(self, result, qos: np.ndarray | None, shed, trailing: bool) -> Outcome:
+        """The Outcome of a batch result, with the drops' CPU and results kept when something sheds."""
+        # Copies: the per-node result arrays are views into a block the evaluator reuses once
+        # nothing refers to it, which saves page faults on every later call.
+        query_memory, query_cpu = result.query_memory.copy(), result.query_cpu.copy()
+        total_memory, total_cpu = np.copy(result.total_memory), np.copy(result.total_cpu)
+        if shed is not None:
+            _, cpu, kept = shed
+            if not trailing:
+                cpu, kept = cpu[:, 0], kept[:, 0]
+            query_cpu += cpu
+            total_cpu = total_cpu + cpu.sum(axis=0)
+            if qos is not None:
+                qos = qos * kept
+        if self.memory_scale is not None:
+            query_memory, total_memory = _rescaled(query_memory, total_memory, self.memory_scale)
+        if self.cpu_scale is not None:
+            query_cpu, total_cpu = _rescaled(query_cpu, total_cpu, self.cpu_scale)
+        return Outcome(query_memory, query_cpu, total_memory, total_cpu, qos)
 
     def _derive(self, offsets: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Everything that follows from the knob arrays (shared by ``__init__`` and ``subproblem``).
@@ -215,7 +251,9 @@ class Problem:
             counts = np.diff(self._win_offsets)
         self.window_knobs = counts.astype(float)
         self.knobs = self.window_knobs + self.has_granularity
-        self.adjustable = self.knobs > 0
+        self.sheds = self.drops.sheds
+        """True when some query may shed load."""
+        self.adjustable = (self.knobs > 0) | self.drops.allowed
         # Window-knob fractions are summed per query in knob order, as a sparse row sum does (bit for
         # bit): for few queries and settings (a re-decision's) from a (Q, most knobs a query has)
         # table of knob positions, padded with a zero row, else with a sparse matrix built on first use.
@@ -306,6 +344,7 @@ class Problem:
             sub.win_idx, sub.win_query = node_rank[self.win_idx[windows]], query_rank[self.win_query[windows]]
             sub.gran_idx, sub.gran_query = node_rank[self.gran_idx[granularities]], query_rank[self.gran_query[granularities]]
         sub.win_low, sub.win_high = self.win_low[windows], self.win_high[windows]
+        sub.drops = self.drops.subset(keep, positions, len(self.batch.w))
         sub.g_coarse, sub.g_fine = self.g_coarse[keep], self.g_fine[keep]
         sub._readers = {}
         sub._qos_specs = None
@@ -358,19 +397,23 @@ class Problem:
         return self._qos(w[self.win_idx], g[self.gran_idx], w.shape[1:])
 
     def evaluate(
-        self, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray | None = None, with_qos: bool = True
+        self, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray | None = None, with_qos: bool = True,
+        fd: np.ndarray | None = None,
     ) -> Outcome:
         """Estimates and achieved QoS for per-query fractions of shape (Q,) or (Q, K).
 
         ``with_qos=False`` skips scoring the QoS (``Outcome.qos`` is None) when only the estimates matter.
+        ``fd`` are the drop fractions (None: the least shedding each range allows).
         """
         fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
         tail = fw.shape[1:]
         window_knobs, granularity_knobs = self._knob_values(fw, fg)
         w, g = self._fill(window_knobs, granularity_knobs, tail, reuse=True)
-        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d)
+        shed = self.drops.price(fd, tail[0] if tail else 1, stream_d, self.batch)
+        keep = None if shed is None else (shed[0] if tail else shed[0][:, 0])
+        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d, source_keep=keep)
         qos = self._qos(window_knobs, granularity_knobs, tail) if with_qos else None
-        return self._outcome(result, qos)
+        return self._outcome(result, qos, shed, bool(tail))
 
     def corrected(self, memory: np.ndarray, cpu: np.ndarray) -> Problem:
         """The same problem with each query's memory and CPU estimates multiplied by its factor.
@@ -392,21 +435,13 @@ class Problem:
         twin._subproblems = {}  # the cache holds uncorrected sub-problems of the original
         return twin
 
-    def _outcome(self, result, qos: np.ndarray | None) -> Outcome:
-        # Copies: the per-node result arrays are views into a block the evaluator reuses once
-        # nothing refers to it, which saves page faults on every later call.
-        query_memory, query_cpu = result.query_memory.copy(), result.query_cpu.copy()
-        total_memory, total_cpu = np.copy(result.total_memory), np.copy(result.total_cpu)
-        if self.memory_scale is not None:
-            query_memory, total_memory = _rescaled(query_memory, total_memory, self.memory_scale)
-        if self.cpu_scale is not None:
-            query_cpu, total_cpu = _rescaled(query_cpu, total_cpu, self.cpu_scale)
-        return Outcome(query_memory, query_cpu, total_memory, total_cpu, qos)
-
-    def score(self, fw: np.ndarray, fg: np.ndarray) -> np.ndarray:
+    def score(self, fw: np.ndarray, fg: np.ndarray, fd: np.ndarray | None = None) -> np.ndarray:
         """Achieved QoS per query for per-query fractions, without estimating anything."""
         fw, fg = np.asarray(fw, dtype=float), np.asarray(fg, dtype=float)
-        return self._qos(*self._knob_values(fw, fg), fw.shape[1:])
+        qos = self._qos(*self._knob_values(fw, fg), fw.shape[1:])
+        if self.sheds:
+            qos = qos * self.drops.kept(fd, fw.shape[1:])
+        return qos
 
     # --- parts: knob values and scores computed once, estimated many times ----------------------
 
@@ -455,12 +490,14 @@ class Problem:
         granularities: Part | list[Part],
         stream_d: np.ndarray | None = None,
         with_qos: bool = True,
+        fd: np.ndarray | None = None,
     ) -> Outcome:
         """``evaluate`` for settings given as parts (always with the trailing axis K).
 
         A list of parts stands for their settings side by side (without joining
         them into one array); a part of width 1 stands for the same value in
-        all K settings.
+        all K settings. ``fd``, the drop fractions, has shape (Q,) (the same in
+        every setting) or (Q, K); None is the least shedding.
         """
         windows = windows if isinstance(windows, list) else [windows]
         granularities = granularities if isinstance(granularities, list) else [granularities]
@@ -472,14 +509,15 @@ class Problem:
                 width = part.width if len(parts) > 1 else K
                 target[index, column:column + width] = part.values
                 column += width
-        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d)
+        shed = self.drops.price(fd, K, stream_d, self.batch)
+        result = self.batch.evaluate(w=w, g=g, stream_d=stream_d, source_keep=None if shed is None else shed[0])
         qos = None
         if with_qos:
             score = np.hstack([p.score for p in windows]) if len(windows) > 1 else windows[0].score
             score = score + (np.hstack([p.score for p in granularities]) if len(granularities) > 1
                              else granularities[0].score)
             qos = self._mean_position(score, (K,))
-        return self._outcome(result, qos)
+        return self._outcome(result, qos, shed, True)
 
     def _knob_values(self, fw: np.ndarray, fg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         tail = fw.shape[1:]
@@ -551,8 +589,9 @@ class Problem:
         return total
 
     def _mean_position(self, total: np.ndarray, tail: tuple[int, ...]) -> np.ndarray:
-        knobs = self._column(np.where(self.adjustable, self.knobs, 1.0), tail)
-        return np.where(self._column(self.adjustable, tail), total / knobs, 1.0)
+        has_knobs = self.knobs > 0  # a query whose only knob is its drop rate scores 1 here
+        knobs = self._column(np.where(has_knobs, self.knobs, 1.0), tail)
+        return np.where(self._column(has_knobs, tail), total / knobs, 1.0)
 
     def weighted_qos(self, qos: np.ndarray) -> np.ndarray:
         """Σ weight·QoS / Σ weight over the queries that have knobs (1.0 when none has)."""

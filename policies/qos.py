@@ -50,6 +50,18 @@ class QueryQoS:
     """(coarsest, finest) granularity for every granularity node of the query."""
     weight: float = 1.0
     """Priority of the query in the weighted QoS objective (> 0)."""
+    drop_rate: tuple[float, float] = (0.0, 0.0)
+    """[low, high] probability of dropping an input element before the windows (load shedding), in [0, 1);
+    None is read as [0, 0] (a configuration without the key)."""
+
+    def __post_init__(self) -> None:
+        if self.drop_rate is None:
+            object.__setattr__(self, "drop_rate", (0.0, 0.0))
+
+    @property
+    def sheds(self) -> bool:
+        """True when the range allows dropping anything."""
+        return float(self.drop_rate[1]) > 0.0
 
     def validate(self, query: str) -> None:
         if not (isinstance(self.weight, (int, float)) and self.weight > 0 and math.isfinite(self.weight)):
@@ -63,6 +75,9 @@ class QueryQoS:
                 raise QoSError(f"window range of {node!r} must satisfy 1 ≤ min ≤ max, got [{low:g}, {high:g}]", query)
             if math.floor(high) < math.ceil(low):
                 raise QoSError(f"window range of {node!r} holds no whole time unit: [{low:g}, {high:g}]", query)
+        low, high = _pair(self.drop_rate, "drop_rate range", query)
+        if not 0 <= low <= high < 1:
+            raise QoSError(f"drop_rate range must satisfy 0 ≤ low ≤ high < 1, got [{low:g}, {high:g}]", query)
         if self.granularity is not None:
             coarse, fine = _pair(self.granularity, "granularity range", query)
             if not coarse >= fine > 0:
@@ -118,3 +133,17 @@ def granularity_fractions(values: np.ndarray, coarse: np.ndarray, fine: np.ndarr
     span = coarse - fine
     safe = np.where(span > 0, span, 1.0)
     return np.where(span > 0, np.clip((coarse - values) / safe, 0.0, 1.0), 1.0)
+
+
+def drop_values(fraction: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Drop rates from drop fractions: high at 0 (most shedding), low at 1 (least)."""
+    return high - np.clip(fraction, 0.0, 1.0) * (high - low)
+
+
+def results_kept(drop: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+    """Share of a query's results that survive dropping each of its ``inputs`` input streams at rate ``drop``.
+
+    A result combines one element of every input (a k-way join: k inputs, an
+    aggregation: one), and it survives only when none of them was dropped.
+    """
+    return (1.0 - drop) ** inputs

@@ -22,20 +22,24 @@ _ROUNDS = 5
 
 
 def fit_exactly(
-    problem: Problem, bounds: Bounds, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray | None = None
+    problem: Problem, bounds: Bounds, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray | None = None,
+    fd: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, Outcome, float]:
     """(fw, fg, outcome, t): the setting scaled by the largest factor t ≤ 1 whose exact total fits.
 
     t is 1 when the setting fits as it is, 0 when even the all-minimum setting
     does not fit (then the minimum is returned and the caller reports the shortfall).
+    The drop fractions ``fd`` stay as they are (a query that sheds owns all its nodes,
+    so its per-query estimate is exact).
     """
-    outcome = problem.evaluate(fw, fg, stream_d)
+    outcome = problem.evaluate(fw, fg, stream_d, fd=fd)
     if outcome.fits(bounds):
         return fw, fg, outcome, 1.0
     low, high = 0.0, 1.0
     for _ in range(_ROUNDS):
         factors = np.linspace(low, high, _POINTS + 2)[1:-1]
-        trial = problem.evaluate(fw[:, None] * factors, fg[:, None] * factors, stream_d, with_qos=False)
+        trial = problem.evaluate(fw[:, None] * factors, fg[:, None] * factors, stream_d, with_qos=False,
+                                 fd=None if fd is None else np.repeat(fd[:, None], len(factors), axis=1))
         fitting = np.flatnonzero(trial.fits(bounds))
         if len(fitting):
             low = float(factors[fitting[-1]])
@@ -43,4 +47,4 @@ def fit_exactly(
         else:
             high = float(factors[0])
     scaled_w, scaled_g = fw * low, fg * low
-    return scaled_w, scaled_g, problem.evaluate(scaled_w, scaled_g, stream_d), low
+    return scaled_w, scaled_g, problem.evaluate(scaled_w, scaled_g, stream_d, fd=fd), low

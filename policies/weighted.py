@@ -28,6 +28,16 @@ most weighted QoS:
    fraction by the largest common amount below one step that still fits,
    so the grid's resolution costs no QoS.
 
+Load shedding (paper 001 §5.3) is a third knob for the queries whose QoS
+allows a drop rate: the option grid then repeats for a few drop fractions
+(most shedding first, so column 0 stays the all-minimum setting), each
+refinement round also moves the drop fraction a step down or up, and the
+knapsack weighs shedding against window reduction by what each costs in
+memory and CPU (``Problem`` prices both) and keeps of the QoS (a drop rate p
+keeps (1 − p)^k of a k-input query's results). A problem where some query
+sheds is always decided whole (no incremental re-decision). Without such a
+query nothing of this runs.
+
 Per-query estimates count a node shared by several queries in each of them,
 so a choice that fits by the sum of per-query estimates also fits the exact
 total. After a rate change of some streams only the queries reading them are
@@ -65,6 +75,10 @@ _NEAR_G = np.array([0, 0, 1, 0, 2, 0, 3])
 window moved, granularity moved) as columns of the rounded trials (stay, then one per move)."""
 _WINDOW_MOVES = np.array([0, 1, 2, 0, 0])
 _GRANULARITY_MOVES = np.array([0, 0, 0, 1, 2])
+_SHED_WINDOW_MOVES = np.array([0, 1, 2, 0, 0, 0, 0])
+_SHED_GRANULARITY_MOVES = np.array([0, 0, 0, 1, 2, 0, 0])
+_SHED_DROP_MOVES = np.array([0, 0, 0, 0, 0, 1, 2])
+"""The same when some query may shed, plus drop fraction down and up (columns of the drop trials)."""
 """A refinement round's options (stay, window down, window up, granularity down, granularity up) as
 columns of the rounded window trials (stay, down, up) and granularity trials (stay, down, up)."""
 
@@ -99,6 +113,8 @@ class WeightedState:
     grid_price: tuple[float, str] | None = None
     """The price level (in units of the whole budget) and binding budget of the last full decision's
     grid knapsack: a re-decision starts its price search there, scaled to its budget."""
+    fd: np.ndarray | None = None
+    """The chosen drop fractions (None: no query may shed)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +129,8 @@ class Found:
     facts: dict
     grid_price: tuple[float, str] | None = None
     """Price level and binding budget of the grid knapsack (see ``WeightedState``)."""
+    fd: np.ndarray | None = None
+    """Drop fractions (None: no query may shed)."""
 
 
 @dataclass(frozen=True)
@@ -124,9 +142,11 @@ class WeightedQoS:
     """Granularity fractions on the first option grid (≥ 2)."""
     refinements: int = 2
     """Rounds of local refinement, each halving the step (≥ 0)."""
+    drop_levels: int = 3
+    """Drop fractions on the first option grid when some query may shed (≥ 2)."""
 
     def __post_init__(self) -> None:
-        for name, least in (("window_levels", 2), ("granularity_levels", 2), ("refinements", 0)):
+        for name, least in (("window_levels", 2), ("granularity_levels", 2), ("refinements", 0), ("drop_levels", 2)):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= least):
                 raise ValueError(f"{name} must be a whole number ≥ {least}, got {value!r}")
@@ -137,7 +157,7 @@ class WeightedQoS:
         queries = given.problem.queries
         if not (isinstance(state, WeightedState) and (state.queries is queries or state.queries == queries)):
             state = None
-        if state is not None and given.changed_streams is not None:
+        if state is not None and given.changed_streams is not None and not given.problem.sheds:
             decision = self._incremental(given, state)
             if decision is not None:
                 return decision
@@ -149,26 +169,27 @@ class WeightedQoS:
         problem, bounds = given.problem, given.bounds
         n = len(problem.queries)
         memory, cpu = bounds.usable_memory, bounds.usable_cpu
-        starts = [] if state is None else [(state.fw, state.fg)]
+        starts = [] if state is None else [(state.fw, state.fg, state.fd)]
         found = self._improve(problem, given.stream_d, memory, cpu, starts, self.refinements)
         if found is None:
-            lowest = problem.evaluate(np.zeros(n), np.zeros(n), given.stream_d)
+            most_shed = np.zeros(n) if problem.sheds else None
+            lowest = problem.evaluate(np.zeros(n), np.zeros(n), given.stream_d, fd=most_shed)
             return self._decision(problem, np.zeros(n), np.zeros(n), lowest, False,
-                                  infeasible_at_minimum(problem, bounds, lowest), {})
+                                  infeasible_at_minimum(problem, bounds, lowest), {}, fd=most_shed)
         found, outcome = self._lift(problem, given.stream_d, memory, cpu, found)
         if problem.weighted_qos(found.qos) < found.facts["baseline_ceiling"]:
             # the paper's uniform setting might be better: compute it and start from it too
             uniform = self._uniform(problem, given.stream_d, memory, cpu)
-            starts.insert(0, (np.full(n, uniform[0]), np.full(n, uniform[1])))
+            starts.insert(0, (np.full(n, uniform[0]), np.full(n, uniform[1]), None))
             found = self._improve(problem, given.stream_d, memory, cpu, starts, self.refinements)
             found, outcome = self._lift(problem, given.stream_d, memory, cpu, found)
             found.facts["uniform_start"] = True
         reason = f"per-query fractions, {found.facts['binding']} binding"
-        fw, fg, facts = found.fw, found.fg, found.facts
+        fw, fg, fd, facts = found.fw, found.fg, found.fd, found.facts
         if not outcome.fits(bounds):
             # Per-query prices were not exact (a query reads another query's knob): scale down to fit,
             # and take the paper's uniform setting instead if that is better.
-            fw, fg, outcome, factor = fit_exactly(problem, bounds, fw, fg, given.stream_d)
+            fw, fg, outcome, factor = fit_exactly(problem, bounds, fw, fg, given.stream_d, fd)
             facts = {**facts, "scaled_to_fit": factor}
             uniform = self._uniform(problem, given.stream_d, memory, cpu)
             if uniform is not None:
@@ -176,8 +197,15 @@ class WeightedQoS:
                 candidate = problem.evaluate(ufw, ufg, given.stream_d)
                 if candidate.fits(bounds) and problem.weighted_qos(candidate.qos) > problem.weighted_qos(outcome.qos):
                     fw, fg, outcome, facts = ufw, ufg, candidate, {**facts, "uniform_chosen": True}
+                    fd = None if fd is None else np.ones(n)
             reason += f"; the exact total needed the fractions scaled by {facts['scaled_to_fit']:.4f}"
-        return self._decision(problem, fw, fg, outcome, True, reason, facts, found.grid_price)
+        if fd is not None:
+            rates = problem.drop_rates(fd)
+            facts = {**facts, "drop_rates": {q: float(rates[i]) for i, q in enumerate(problem.queries) if problem.has_drop[i]}}
+            shed = [f"{q} p={rates[i]:.3g}" for i, q in enumerate(problem.queries) if rates[i] > 0]
+            if shed:
+                reason += "; shedding " + ", ".join(shed)
+        return self._decision(problem, fw, fg, outcome, True, reason, facts, found.grid_price, fd)
 
     def _improve(
         self,
@@ -185,7 +213,7 @@ class WeightedQoS:
         stream_d: np.ndarray | None,
         memory: float,
         cpu: float,
-        starts: list[tuple[np.ndarray, np.ndarray]],
+        starts: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
         rounds: int,
         ceiling: bool = True,
     ) -> Found | None:
@@ -205,42 +233,60 @@ class WeightedQoS:
         rows = np.arange(n)
         weight = np.where(problem.adjustable, problem.weights, 0.0)[:, None]
         grid = problem.grid_parts(self._levels_w, self._levels_g)  # cached: only the estimates are new
+        sheds = problem.sheds
+        # the grid once per drop level, most shedding first (without shedding: once, no drop fractions)
+        levels_d = _levels(self.drop_levels) if sheds else np.ones(1)
+        width = grid[0].width
         if starts:
-            windows = [problem.window_part(np.column_stack([w for w, _ in starts])), grid[0]]
-            granularities = [problem.granularity_part(np.column_stack([g for _, g in starts])), grid[1]]
+            windows = [problem.window_part(np.column_stack([w for w, _, _ in starts])), *[grid[0]] * len(levels_d)]
+            granularities = [problem.granularity_part(np.column_stack([g for _, g, _ in starts])), *[grid[1]] * len(levels_d)]
         else:
-            windows, granularities = [grid[0]], [grid[1]]
-        priced = problem.evaluate_parts(windows, granularities, stream_d)
+            windows, granularities = [grid[0]] * len(levels_d), [grid[1]] * len(levels_d)
+        fraction_d = None
+        if sheds:
+            start_d = [np.ones(n) if d is None else d for _, _, d in starts]
+            fraction_d = np.concatenate([*(d[:, None] for d in start_d), np.tile(np.repeat(levels_d, width), (n, 1))], axis=1)
+        priced = problem.evaluate_parts(windows, granularities, stream_d, fd=fraction_d)
         exact_fit = priced.fits_budget(memory, cpu)
         if not exact_fit[len(starts)]:  # grid column 0 is the all-minimum setting
             return None
-        ceiling = self._baseline_ceiling(problem, exact_fit[len(starts):]) if ceiling else None
+        # the paper's baseline does not shed: its bound is read off the grid at the least shedding
+        no_shedding = exact_fit[len(starts) + (len(levels_d) - 1) * width:]
+        ceiling = self._baseline_ceiling(problem, no_shedding) if ceiling else None
         value, a, b = weight * priced.qos, priced.query_memory / (memory * _SAFE), priced.query_cpu / (cpu * _SAFE)
         fitting = [k for k in range(len(starts) + 1) if exact_fit[k]]  # starts were found by exact totals
         stay = max(fitting, key=lambda k: value[:, k].sum())
         choice, binding, price = knapsack(value, a, b, stay=stay)
         grid_price = None if price is None else (float(price), binding)
-        fraction_w = np.concatenate([*(w[:, None] for w, _ in starts), np.tile(self._grid_w, (n, 1))], axis=1)
-        fraction_g = np.concatenate([*(g[:, None] for _, g in starts), np.tile(self._grid_g, (n, 1))], axis=1)
+        fraction_w = np.concatenate([*(w[:, None] for w, _, _ in starts), np.tile(self._grid_w, (n, len(levels_d)))], axis=1)
+        fraction_g = np.concatenate([*(g[:, None] for _, g, _ in starts), np.tile(self._grid_g, (n, len(levels_d)))], axis=1)
         fw, fg = fraction_w[rows, choice], fraction_g[rows, choice]
+        fd = fraction_d[rows, choice] if sheds else None
         chosen = (priced.query_memory[rows, choice], priced.query_cpu[rows, choice], priced.qos[rows, choice])
 
         step_w = 0.5 / (self.window_levels - 1)
         step_g = 0.5 / (self.granularity_levels - 1)
+        step_d = 0.5 / (self.drop_levels - 1)
+        moves_w, moves_g = (_SHED_WINDOW_MOVES, _SHED_GRANULARITY_MOVES) if sheds else (_WINDOW_MOVES, _GRANULARITY_MOVES)
         for _ in range(rounds):
-            # stay, window down, window up, granularity down, granularity up: each kind rounded once
+            # stay, window down, window up, granularity down, granularity up (and drop down, drop up):
+            # each kind rounded once
             trial_w = np.clip(np.column_stack([fw, fw - step_w, fw + step_w]), 0.0, 1.0)
             trial_g = np.clip(np.column_stack([fg, fg - step_g, fg + step_g]), 0.0, 1.0)
+            trial_d = np.clip(np.column_stack([fd, fd - step_d, fd + step_d]), 0.0, 1.0) if sheds else None
             windows, granularities = problem.window_part(trial_w), problem.granularity_part(trial_g)
-            priced = problem.evaluate_parts(windows.take(_WINDOW_MOVES), granularities.take(_GRANULARITY_MOVES), stream_d)
+            priced = problem.evaluate_parts(windows.take(moves_w), granularities.take(moves_g), stream_d,
+                                            fd=trial_d[:, _SHED_DROP_MOVES] if sheds else None)
             value, a, b = weight * priced.qos, priced.query_memory / (memory * _SAFE), priced.query_cpu / (cpu * _SAFE)
             choice, binding, price = knapsack(value, a, b, stay=0, price=price)
-            fw, fg = trial_w[rows, _WINDOW_MOVES[choice]], trial_g[rows, _GRANULARITY_MOVES[choice]]
+            fw, fg = trial_w[rows, moves_w[choice]], trial_g[rows, moves_g[choice]]
+            if sheds:
+                fd = trial_d[rows, _SHED_DROP_MOVES[choice]]
             chosen = (priced.query_memory[rows, choice], priced.query_cpu[rows, choice], priced.qos[rows, choice])
-            step_w, step_g = step_w / 2, step_g / 2
+            step_w, step_g, step_d = step_w / 2, step_g / 2, step_d / 2
         return Found(
             fw, fg, *chosen, {"binding": binding, "window_step": 2 * step_w, "baseline_ceiling": ceiling},
-            grid_price,
+            grid_price, fd,
         )
 
     @property
@@ -331,14 +377,14 @@ class WeightedQoS:
         n = len(found.fw)
         rows, deltas = np.arange(n), np.linspace(0.0, found.facts["window_step"], _LIFT_POINTS)
         trial = np.minimum(found.fw[:, None] + deltas[None, :], 1.0)
-        priced = problem.evaluate_parts(problem.window_part(trial), problem.granularity_part(found.fg), stream_d)
+        priced = problem.evaluate_parts(problem.window_part(trial), problem.granularity_part(found.fg), stream_d, fd=found.fd)
         by_query = (priced.query_memory.sum(axis=0) <= memory * _SAFE) & (priced.query_cpu.sum(axis=0) <= cpu * _SAFE)
         fits = by_query & priced.fits_budget(memory, cpu)
         top = int(np.flatnonzero(fits)[-1]) if fits.any() else 0
         column = np.full(n, top)
         lifted = Found(
             trial[:, top], found.fg, priced.query_memory[rows, column], priced.query_cpu[rows, column],
-            priced.qos[rows, column], {**found.facts, "window_lift": float(deltas[top])}, found.grid_price,
+            priced.qos[rows, column], {**found.facts, "window_lift": float(deltas[top])}, found.grid_price, found.fd,
         )
         exact = Outcome(lifted.query_memory, lifted.query_cpu, priced.total_memory[top], priced.total_cpu[top], lifted.qos)
         return lifted, exact
@@ -430,9 +476,9 @@ class WeightedQoS:
         return price * share if price > 0 and share > 0 else None
 
     def _decision(
-        self, problem: Problem, fw, fg, outcome: Outcome, feasible: bool, reason: str, facts, grid_price=None,
+        self, problem: Problem, fw, fg, outcome: Outcome, feasible: bool, reason: str, facts, grid_price=None, fd=None,
     ) -> Decision:
-        state = WeightedState(fw, fg, outcome.query_memory, outcome.query_cpu, outcome.qos, problem.queries, grid_price)
+        state = WeightedState(fw, fg, outcome.query_memory, outcome.query_cpu, outcome.qos, problem.queries, grid_price, fd)
         return Decision(
             policy=self.name,
             feasible=feasible,
@@ -443,6 +489,7 @@ class WeightedQoS:
             reason=reason,
             state=state,
             details=facts,
+            fd=fd,
         )
 
 

@@ -7,6 +7,12 @@ sources from ``params.extra["sources"]`` (stream name → ``armd-synthetic``
 options) and wrap filters, joins and aggregations with the ``observed_*``
 helpers so that armd can measure them.
 
+Load shedding needs nothing from a builder that reads its sources with
+``synthetic``: it passes each source through ``shed``, which drops the share
+``params.drop_rate`` of the rows at random (a seeded ``rand() >= p`` filter)
+before any window. A builder that reads its sources itself calls ``shed`` on
+each of them.
+
 ``params.extra`` keys used here: ``sources`` (required), ``nodes`` (the
 builder's node names ``w``, ``agg``, ``f``, ``j`` → plan node ids, see
 ``QueryParams.node``), ``delay_seconds``
@@ -27,6 +33,7 @@ results are out on the watermark or as soon as their last input arrives.
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Callable, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -70,7 +77,19 @@ def synthetic(spark: SparkSession, params: QueryParams, stream: str) -> DataFram
     if stream not in sources:
         raise LookupError(f"params.extra['sources'] has no stream {stream!r}; it has: {', '.join(sorted(sources)) or 'none'}")
     options = {"stream": stream, **{k: str(v) for k, v in sources[stream].items()}}
-    return spark.readStream.format(FORMAT).options(**options).load()
+    return shed(spark.readStream.format(FORMAT).options(**options).load(), params, stream)
+
+
+def shed(df: DataFrame, params: QueryParams, stream: str) -> DataFrame:
+    """``df`` without the share ``params.drop_rate`` of its rows, drawn at random; ``df`` itself when nothing sheds.
+
+    The draw is seeded per stream (so a restart with the same rate drops the
+    same share the same way per partition); each row is kept with probability 1 − p.
+    """
+    p = float(params.drop_rate)
+    if p <= 0.0:
+        return df
+    return df.filter(F.rand(zlib.crc32(stream.encode())) >= F.lit(p))
 
 
 def _delay(params: QueryParams) -> str:

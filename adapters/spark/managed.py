@@ -58,6 +58,8 @@ class QueryParams:
     """Plan version: 0 for the first run, +1 for every restart with new settings."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Anything else the builder needs (fixed per query)."""
+    drop_rate: float = 0.0
+    """Load shedding: the share of each source's rows dropped at random before any window (see ``builders.shed``)."""
 
     def node(self, name: str) -> str:
         """The plan node id that the builder's node ``name`` stands for: ``extra["nodes"][name]``, else ``name``.
@@ -78,16 +80,16 @@ class QueryParams:
         return float(self.granularity) if self.granularity is not None else float(default)
 
     def with_settings(self, settings: QuerySettings, time_unit_seconds: float) -> "QueryParams":
-        """These params with the window sizes and granularity of ``settings`` (model units → seconds)."""
+        """These params with the window sizes, granularity and drop rate of ``settings`` (model units → seconds)."""
         windows = {**self.windows, **{node: float(w) * time_unit_seconds for node, w in settings.windows.items()}}
         granularity = self.granularity if settings.granularity is None else float(settings.granularity) * time_unit_seconds
-        return replace(self, windows=windows, granularity=granularity)
+        return replace(self, windows=windows, granularity=granularity, drop_rate=float(settings.drop_rate))
 
     def as_json(self) -> dict[str, Any]:
         return {
             "windows": dict(self.windows), "slides": dict(self.slides), "granularity": self.granularity,
             "join_order": list(self.join_order) if self.join_order else None, "version": self.version,
-            "extra": dict(self.extra),
+            "extra": dict(self.extra), "drop_rate": self.drop_rate,
         }
 
     @classmethod
@@ -98,7 +100,8 @@ class QueryParams:
                        slides={k: float(v) for k, v in (doc.get("slides") or {}).items()},
                        granularity=None if doc.get("granularity") is None else float(doc["granularity"]),
                        join_order=tuple(doc["join_order"]) if doc.get("join_order") else None,
-                       version=int(doc.get("version", 0)), extra=dict(doc.get("extra") or {}))
+                       version=int(doc.get("version", 0)), extra=dict(doc.get("extra") or {}),
+                       drop_rate=float(doc.get("drop_rate", 0.0)))
         except (AttributeError, TypeError, ValueError) as exc:
             raise ValueError(f"stored query parameters are malformed ({exc}): {doc!r}") from None
 

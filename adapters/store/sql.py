@@ -747,6 +747,7 @@ def _settings(doc: Mapping[str, Any]) -> QuerySettings:
         windows={str(k): float(v) for k, v in doc.get("windows", {}).items()},
         granularity=float(doc["granularity"]) if doc.get("granularity") is not None else None,
         qos=float(doc["qos"]),
+        drop_rate=float(doc.get("drop_rate", 0.0)),  # absent in rows written before load shedding
     )
 
 

@@ -294,6 +294,10 @@ class QueryKeys:
                                                          "overriding ``window``.")
     granularity: tuple[float, float] | None = setting(None, rule=PLAN_SIZE, doc="[coarsest, finest] granularity for every "
                                                       "granularity node of the query.")
+    drop_rate: tuple[float, float] | None = setting(None, rule=UNIT_CLOSED_OPEN, doc="[low, high] probability of dropping "
+                                                    "each input element before the windows (load shedding, paper 001 "
+                                                    "§5.3); the policy picks a rate inside it. Absent or [0, 0]: never "
+                                                    "sheds. A query that sheds must own all its plan nodes.")
 
 
 @dataclass(frozen=True)

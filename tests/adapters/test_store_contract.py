@@ -48,7 +48,7 @@ def status_of(store: Any, query: str) -> str:
 
 
 def settings(qos: float) -> QuerySettings:
-    return QuerySettings(fw=0.5, fg=0.25, windows={"q1_w": 55.0}, granularity=2.0, qos=qos)
+    return QuerySettings(fw=0.5, fg=0.25, windows={"q1_w": 55.0}, granularity=2.0, qos=qos, drop_rate=0.25)
 
 
 def needs(store: Any, *methods: str) -> None:

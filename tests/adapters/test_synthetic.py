@@ -63,3 +63,17 @@ def test_state_follows_the_applied_window():
     src.set_window("q", "w", 10000.0)
     (after,) = src.observe(at).queries
     assert after.state_rows == len(src.arrivals("a", 10, 20)) > before.state_rows
+
+
+def test_an_applied_drop_rate_keeps_about_one_minus_p_of_the_state_and_always_the_same_arrivals():
+    src = SyntheticSource({"a": Schedule(200.0)}, 3, 0.001, START, {"a": 10.0}, {"q": [WindowTap("a", "w", 10000.0)]})
+    at = START + timedelta(seconds=30)
+    (full,) = src.observe(at).queries
+    src.set_drop_rate("q", 0.4)
+    (shed,) = src.observe(at).queries
+    assert shed.state_rows == pytest.approx(0.6 * full.state_rows, rel=0.1)  # ~2000 arrivals: σ ≈ 1.6 %
+    kept = src.arrivals("a", 20, 30, drop=0.4)
+    assert set(kept) <= set(src.arrivals("a", 20, 30)) and len(kept) == shed.state_rows
+    assert src.arrivals("a", 20, 25, drop=0.4).tolist() == kept[kept < 25].tolist()  # the same ones, however asked
+    src.set_drop_rate("q", 0.0)
+    assert src.observe(at).queries[0].state_rows == full.state_rows

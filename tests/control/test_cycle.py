@@ -132,6 +132,40 @@ def test_observe_smooths_rates_estimates_the_settings_in_force_and_watches(tmp_p
     assert [e.kind for e in observed.events] == ["bound_exceeded"]
 
 
+# --- load shedding --------------------------------------------------------------------------------
+
+SHEDDING_PLAN = {"streams": {"a": {"rate": 0.05, "size": 64}, "b": {"rate": 0.05, "size": 64}}, "queries": {
+    "pairs": {"op": "join", "sel": 0.01, "inputs": [
+        {"op": "window", "w": 60000, "inputs": [{"op": "source", "stream": "a"}]},
+        {"op": "window", "w": 60000, "inputs": [{"op": "source", "stream": "b"}]}]}}}
+
+
+def shedding_example(tmp_path, memory):
+    (tmp_path / "plan.json").write_text(json.dumps(SHEDDING_PLAN))
+    text = (CONFIG.split("[plan]")[0].format(memory=memory, dry_run="false", threshold=0.2).replace("cpu = 100", "cpu = 1e9")
+            + '[plan]\nfile = "plan.json"\n[queries.pairs]\nwindow = [59000, 60000]\ndrop_rate = [0.0, 0.6]\n')
+    path = tmp_path / "armd.toml"
+    path.write_text(text)
+    config = load_config(path)
+    setup = setup_of(config, join_orders=False)
+    return setup, build_model(setup, {}, {}, {}), initial_state(config.triggers.alpha, config.triggers.threshold)
+
+
+def test_a_query_whose_window_barely_moves_sheds_and_the_drop_rate_reaches_the_desired_settings(tmp_path):
+    full = build_model(*shedding_example(tmp_path, 10**9)[:1], {}, {}, {}).full
+    memory = float(full.evaluate([1.0], [1.0]).total_memory)
+    setup, model, state = shedding_example(tmp_path, memory * 0.6)  # 0.9 reserve: 54 % of the full state usable
+    tick = first(setup, model, state)
+    (row,) = tick.desired
+    assert 0.4 <= row.settings.drop_rate <= 0.6
+    assert tick.decision.outputs["queries"]["pairs"]["applied"]["drop_rate"] == row.settings.drop_rate
+    assert tick.estimates[-1].memory_bytes <= memory * 0.6 * 0.9
+    # the same rates next time: the drop in force is read back, nothing changes
+    running = {"pairs": row.settings}
+    later = decide(setup, model, tick.state, Snapshot(AT, 100.0, running, changes=Changes(queries=True)), make_id=ids())
+    assert later.changes == {} and later.desired == ()
+
+
 # --- join orders ---------------------------------------------------------------------------------
 
 JISC_CONFIG = """

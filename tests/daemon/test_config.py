@@ -194,6 +194,13 @@ def test_each_mistake_names_file_key_and_what_is_allowed(tmp_path, change, key, 
     assert caught.value.key == key
 
 
+def test_a_drop_rate_range_is_read_into_the_query_qos(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL + "\n[queries.per_second]\ndrop_rate = [0, 0.5]\n"), environ={})
+    assert config.qos["per_second"].drop_rate == (0.0, 0.5) and config.qos["per_second"].sheds
+    plain = load_config(write(tmp_path, MINIMAL + "\n[queries.per_second]\nweight = 2\n"), environ={})
+    assert plain.qos["per_second"].drop_rate == (0.0, 0.0) and not plain.qos["per_second"].sheds
+
+
 def test_alerting_and_metrics_are_read(tmp_path):
     text = MINIMAL + "\n[alerting]\ndedup_seconds = 0\nqueue_size = 5\nstale_intervals = 3\nestimate_factor = 2.5\n"
     text += "[metrics]\nenabled = true\nport = 9100\naddress = '127.0.0.1'\n"

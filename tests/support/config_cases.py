@@ -57,6 +57,8 @@ MISTAKES = [
     ),
     ("window min > max", "[queries.per_second]\nwindow = [20000, 1000]", "queries.per_second", "1 ≤ min ≤ max"),
     ("window not a pair", "[queries.per_second]\nwindow = 1000", "queries.per_second.window", "a list of two numbers"),
+    ("drop rate of 1", "[queries.per_second]\ndrop_rate = [0, 1]", "queries.per_second.drop_rate", "in [0, 1)"),
+    ("drop rate low > high", "[queries.per_second]\ndrop_rate = [0.5, 0.2]", "queries.per_second", "0 ≤ low ≤ high < 1"),
     ("QoS for an unknown query", "[queries.per_minute]\nweight = 2", "queries.per_minute", "plan queries: per_second"),
     (
         "unknown window node",
