@@ -67,7 +67,7 @@ def _read(top: Table) -> Config:
     source = _source(top.section("source", SourceConfig), plan, model)
     spark = read_spark(top)
     managed = read_managed(top, plan, source.kind, spark)
-    qos = read_queries(top, plan)
+    qos = read_queries(top, plan, model.time_unit_seconds)
     check_fixed_join_windows(top, managed, qos)
     return Config(
         path=top.file,
