@@ -12,11 +12,11 @@ import faulthandler
 import json
 import math
 import os
-import re
 import signal
 import sys
 import tomllib
 from contextlib import closing
+from importlib import metadata
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -28,6 +28,11 @@ from armd.costmodel.evaluate import PROFILES, Estimate, estimate
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan, unique_keys
 
 from . import logs, render
+from .cpu import RECENT_SECONDS, busy_fractions
+from .history import history_text, in_seconds, timeline
+from .names import node_labels
+from .render import Words
+from .units import parse_duration
 from .config import Config, ConfigError, load_config
 from armd.control.ports import QuerySettings
 from .service import Service, StartError, open_store
@@ -43,10 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()
+        return code
     except UserError as exc:
         print(f"armd: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (`armd history --json | head -1`): that is its choice, not an error worth a
+        # traceback. Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,6 +70,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="armd", description="Adaptive resource manager for Spark Structured Streaming")
+    parser.add_argument("--version", action="version", version=f"armd {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     est = commands.add_parser("estimate", help="estimate memory and CPU of the queries in a plan file")
@@ -90,10 +103,11 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--json", action="store_true", help="print JSON")
     explain.set_defaults(handler=_explain)
 
-    history = commands.add_parser("history", help="decisions and events, newest first")
+    history = commands.add_parser("history", help="one timeline of decisions (old → new settings per query) and events, newest first")
     _config_option(history)
-    history.add_argument("--since", type=_duration, default=None, help="only the last DURATION (e.g. 90s, 30m, 1h, 2d)")
-    history.add_argument("--limit", type=_limit, default=20, help="at most this many decisions and events each (default 20)")
+    history.add_argument("--query", default=None, help="only this query's setting changes and events")
+    history.add_argument("--since", type=_duration, default=None, help="only the last DURATION (e.g. 90s, 30m, 1h30m, 2d)")
+    history.add_argument("--limit", type=_limit, default=20, help="at most this many entries (default 20)")
     history.add_argument("--json", action="store_true", help="print JSON")
     history.set_defaults(handler=_history)
 
@@ -147,11 +161,17 @@ MAX_LIMIT = 1_000_000
 """``--limit`` at most: more rows than any terminal shows, and within what every database takes as a LIMIT."""
 
 
+def _version() -> str:
+    try:
+        return metadata.version("armd")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+        return "unknown (not installed)"
+
+
 def _duration(text: str) -> timedelta:
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}; use a number and a unit s, m, h or d, e.g. 30m")
-    seconds = float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
+    seconds = parse_duration(text)
+    if seconds is None or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}; allowed: a duration such as 90s, 30m, 1h30m or 2d")
     if seconds > MAX_SINCE_DAYS * 86400:
         raise argparse.ArgumentTypeError(f"duration {text!r} is too long; allowed: at most {MAX_SINCE_DAYS}d")
     return timedelta(seconds=seconds)
@@ -261,11 +281,32 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _words(config: Config) -> Words:
+    return Words(config.model.time_unit_seconds, node_labels(config.plan))
+
+
+def _recommended(store: SqlStore) -> dict[str, dict[str, Any]]:
+    """A dry run's desired settings per query (what armd would apply), as JSON."""
+    return {q: d.settings.as_json() for q, d in store.desired_settings().items() if d.recommend_only}
+
+
+def _busy(store: SqlStore) -> dict[str, float]:
+    since = datetime.now(timezone.utc) - timedelta(seconds=RECENT_SECONDS)
+    return busy_fractions(store.calibration_data(since)["batches"])
+
+
 def _status(args: argparse.Namespace) -> int:
     config = load(args.config)
     with closing(_open_store(config)) as store:
         data = store.status()
-    print(json.dumps(data, indent=2) if args.json else render.status_text(data, config.redact(config.store.url)))
+        recommended, busy = _recommended(store), _busy(store)
+    # A query removed from the configuration keeps its history in the store, but is no longer one armd manages.
+    data["queries"] = [q for q in data["queries"] if q["status"] != "removed"]
+    for query in data["queries"]:
+        query["recommended"] = recommended.get(query["name"])
+        query["measured_busy_fraction"] = busy.get(query["name"])
+    words = _words(config)
+    print(json.dumps(data, indent=2) if args.json else render.status_text(data, config.redact(config.store.url), words))
     return 0
 
 
@@ -276,17 +317,26 @@ def _explain(args: argparse.Namespace) -> int:
         if query is None:
             names = [q["name"] for q in store.status()["queries"]]
             raise UserError(f"no query {args.query!r} in the store; queries: {', '.join(names) or 'none'}")
-        explanation = render.explanation(query, store.last_decision())
-    print(json.dumps(explanation, indent=2) if args.json else render.explanation_text(explanation))
+        words = _words(config)
+        explanation = render.explanation(query, store.last_decision(), words,
+                                         recommended=_recommended(store).get(args.query), busy=_busy(store).get(args.query))
+    print(json.dumps(explanation, indent=2) if args.json else render.explanation_text(explanation, words))
     return 0
 
 
 def _history(args: argparse.Namespace) -> int:
     config = load(args.config)
     since = datetime.now(timezone.utc) - args.since if args.since else None
+    unit = config.model.time_unit_seconds
     with closing(_open_store(config)) as store:
-        data = {"decisions": store.decisions(since, args.limit), "events": store.events(since, args.limit)}
-    print(json.dumps(data, indent=2) if args.json else render.history_text(data))
+        # One decision more than shown: the settings before the oldest one shown.
+        decisions = [in_seconds(d, unit) for d in store.decisions(since, args.limit + 1)]
+        events = store.events(since, args.limit, query=args.query)
+    entries = timeline(decisions, events, query=args.query, limit=args.limit)
+    if args.json:
+        print(json.dumps({"timeline": entries, "decisions": decisions[:args.limit], "events": events}, indent=2))
+    else:
+        print(history_text(entries, _words(config)))
     return 0
 
 
