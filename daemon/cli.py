@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import tomllib
-from contextlib import closing
+from contextlib import closing, nullcontext
 from importlib import metadata
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -246,17 +246,25 @@ def _run(args: argparse.Namespace) -> int:
     # `kill -USR1 PID` prints every thread's stack to stderr: what a stuck daemon is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     service = Service(config, logs.logger(), standby=args.standby)
-    show = None
+    show, live = None, None
     if args.live:
+        from .live import LiveStatus, status_view  # rich is only needed here
+
+        live, words, store_url = LiveStatus(), _words(config), config.redact(config.store.url)
+        footer = f"logs: {args.log_file}   Ctrl-C stops"
+
         def show() -> None:
-            if service.store is not None:
-                try:
-                    text = render.status_text(service.store.status(), config.redact(config.store.url))
-                except StoreError as exc:
-                    text = f"metadata store unavailable: {config.redact(str(exc))}"
-                print("\033[H\033[2J" + text + f"\n\nlogs: {args.log_file}   Ctrl-C stops", flush=True)
+            if service.store is None:
+                return
+            try:
+                data = service.store.status()
+                data["queries"] = [q for q in data["queries"] if q["status"] != "removed"]
+                live.show(lambda width: status_view(data, store_url, words, width, footer))
+            except StoreError as exc:
+                live.show(lambda _width: f"metadata store unavailable: {config.redact(str(exc))}")
     try:
-        service.run(every_tick=show)
+        with live if live is not None else nullcontext():
+            service.run(every_tick=show)
     except (SchemaOutdated, StartError) as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:
