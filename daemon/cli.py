@@ -355,6 +355,7 @@ def _report(args: argparse.Namespace) -> int:
     since = datetime.now(timezone.utc) - args.since if args.since else None
     with closing(_open_store(config)) as store:
         series = store.series(since)
+        series["batches"] = store.calibration_data(since)["batches"]  # measured CPU: Spark's micro-batch durations
     if not (series["observations"] or series["estimates"] or series["decisions"]):
         period = f" in the last {args.since}" if args.since else ""
         raise UserError(f"nothing to plot: the store at {config.redact(config.store.url)} holds no observations{period}; run the daemon first")
