@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import sqlite3
 import subprocess
+import threading
+import time
+import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -18,7 +22,7 @@ from armd.daemon.history import history_text, in_seconds, timeline
 from armd.daemon.names import node_labels
 from armd.daemon.render import Words
 from support import REPO
-from support.daemon import ARMD, armd, env, run_for, write_config
+from support.daemon import ARMD, armd, env, start, write_config
 
 
 def cli(capsys, monkeypatch, *args: str) -> str:
@@ -82,13 +86,26 @@ def test_busy_fraction_is_batch_time_over_wall_time():
     assert busy_fractions([*batches, {"query": "lonely", "at": t0, "batch_ms": 10}]) == {"q": pytest.approx(2.5 / 4.5)}
 
 
+SCRAPED: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory) -> Path:
+    """A dry run of the daemon on the synthetic source, its metrics scraped while it ran (``SCRAPED``)."""
     tmp_path = tmp_path_factory.mktemp("dry")
     config = write_config(tmp_path, dry_run=True)
+    config.write_text(config.read_text() + "\n[metrics]\nenabled = true\nport = 0\n")
     armd("db", "upgrade", "--config", str(config))
-    result, _ = run_for(config, 5.0)
-    assert result.returncode == 0, result.stderr
+    process, lines = start(config)
+    drain = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
+    drain.start()
+    port = next(json.loads(line)["port"] for line in lines if '"metrics_listening"' in line)
+    time.sleep(5.0)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        SCRAPED["metrics"] = response.read().decode()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0, "".join(lines)
+    drain.join(10)
     return config
 
 
@@ -111,6 +128,14 @@ def test_status_and_explain_show_the_recommendation(dry_run, capsys, monkeypatch
     explained = cli(capsys, monkeypatch, "explain", "clicks_per_view", "--config", str(dry_run))
     assert "recommended (dry run, not applied): clicks_10s" in explained
     assert "nothing was applied" not in explained and "model time" not in explained and "UTC" in explained
+
+
+def test_a_dry_run_s_recommendations_are_metrics(dry_run):
+    metrics = SCRAPED["metrics"]
+    windows = [line for line in metrics.splitlines() if line.startswith("armd_query_recommended_window_seconds{")]
+    assert any('query="clicks_per_view"' in line and 'node="views"' in line for line in windows), metrics
+    assert not any("clicks_per_view.1" in line for line in windows)
+    assert 'armd_query_recommended_qos_ratio{query="clicks_per_view"}' in metrics
 
 
 def test_a_removed_query_leaves_status(dry_run, tmp_path, capsys, monkeypatch):
