@@ -22,6 +22,7 @@ from .keys import into, keys_of
 from .reader import Table
 from .keys import YEAR
 from .sections import PLAN_SIZE, ModelConfig, QueryKeys
+from ..names import node_labels
 from ..units import DURATION_EXAMPLES, format_duration, parse_duration
 
 PLAN_KEYS = ("file", "streams", "queries", "constants")
@@ -94,13 +95,16 @@ def read_queries(top: Table, plan: PlanSet, time_unit_seconds: float = 1.0) -> d
     """
     qos: dict[str, QueryQoS] = {}
     longest = YEAR / time_unit_seconds
+    labels = node_labels(plan)
     for name, raw in top.mapping("queries").items():
         if name not in plan.queries:
             raise top.error(("queries", name), f"not a query of the plan; plan queries: {listing(plan.queries)}")
         t = Table(top.file, ("queries", name), _in_model_units(top, name, raw, time_unit_seconds), keys_of(QueryKeys))
         per_node = t.mapping("windows")
         w = Table(top.file, (*t.key, "windows"), per_node, per_node)
-        windows = {node: w.pair(node, PLAN_SIZE) for node in per_node}
+        # A window may be named as armd shows it (``views`` for the unnamed ``clicks_per_view.1``).
+        by_label = {labels[n]: n for n in plan.query_nodes(name) if labels[n] != n}
+        windows = {by_label.get(node, node): w.pair(node, PLAN_SIZE) for node in per_node}
         values = t.read(QueryKeys, windows=windows)
         ranges = [(("window",), values["window"]), (("granularity",), values["granularity"]),
                   *((("windows", node), pair) for node, pair in windows.items())]

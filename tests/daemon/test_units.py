@@ -98,3 +98,10 @@ def test_bad_units_are_one_line(tmp_path, text, key, words):
 def test_bad_size_names_the_forms(tmp_path):
     with pytest.raises(ConfigError, match='size such as "512 MiB"'):
         _load(tmp_path, MINIMAL.replace("memory_bytes = 1e6", 'memory_bytes = "much"'))
+
+
+def test_an_unnamed_window_may_be_given_by_the_name_armd_shows(tmp_path):
+    plan = Path(__file__).resolve().parents[2] / "config/plans/example.json"
+    config = _load(tmp_path, f'[bounds]\nmemory_bytes = "1 MiB"\ncpu = 100\n[plan]\nfile = "{plan}"\n'
+                             '[queries.clicks_per_view.windows]\nviews = ["1s", "30s"]\n')
+    assert config.qos["clicks_per_view"].windows == {"clicks_per_view.1": (1000.0, 30_000.0)}
