@@ -12,6 +12,7 @@ import faulthandler
 import json
 import math
 import os
+import re
 import signal
 import sys
 import tomllib
@@ -170,6 +171,9 @@ def _version() -> str:
 
 def _duration(text: str) -> timedelta:
     seconds = parse_duration(text)
+    known_unit = re.fullmatch(r"\s*\d+(?:\.\d+)?\s*([A-Za-z]+)\s*", text)
+    if seconds is None and known_unit and parse_duration(f"1{known_unit[1]}") is not None:
+        seconds = math.inf  # a number of a known unit too large for any date
     if seconds is None or seconds <= 0:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}; allowed: a duration such as 90s, 30m, 1h30m or 2d")
     if seconds > MAX_SINCE_DAYS * 86400:
