@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import logging
 import math
 import os
 import re
@@ -247,6 +248,9 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UserError(f"cannot open log file {args.log_file}: {exc.strerror or exc}") from None
     logs.configure(config.redact, stream=log_stream)
+    if log_stream is not None:
+        # Libraries' own warnings (APScheduler's skipped runs) go to the log file too, not across the live view.
+        logging.basicConfig(stream=log_stream, level=logging.WARNING, force=True)
     # `kill -USR1 PID` prints every thread's stack to stderr: what a stuck daemon is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     service = Service(config, logs.logger(), standby=args.standby)
@@ -341,6 +345,9 @@ def _history(args: argparse.Namespace) -> int:
     since = datetime.now(timezone.utc) - args.since if args.since else None
     unit = config.model.time_unit_seconds
     with closing(_open_store(config)) as store:
+        if args.query is not None and store.query(args.query) is None:
+            names = [q["name"] for q in store.status()["queries"]]
+            raise UserError(f"no query {args.query!r} in the store; queries: {', '.join(names) or 'none'}")
         # One decision more than shown: the settings before the oldest one shown.
         decisions = [in_seconds(d, unit) for d in store.decisions(since, args.limit + 1)]
         events = store.events(since, args.limit, query=args.query)

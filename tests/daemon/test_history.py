@@ -119,6 +119,13 @@ def test_history_of_a_dry_run_recommends_and_tells_old_from_new(dry_run, capsys,
     assert all(d["inputs"]["guardrails"]["cooldown"] == 30.0 for d in data["decisions"])
 
 
+def test_history_of_an_unknown_query_is_one_line(dry_run, capsys, monkeypatch):
+    monkeypatch.setenv("ARMD_TEST_HOOK_SECRET", "x")
+    assert main(["history", "--config", str(dry_run), "--query", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no query 'nope'" in err and "clicks_per_view" in err
+
+
 def test_status_and_explain_show_the_recommendation(dry_run, capsys, monkeypatch):
     status = json.loads(cli(capsys, monkeypatch, "status", "--config", str(dry_run), "--json"))
     recommended = {q["name"]: q["recommended"] for q in status["queries"]}
