@@ -13,6 +13,7 @@ adds the merged ``timeline``.
 from __future__ import annotations
 
 import copy
+from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from .render import Words
@@ -28,6 +29,12 @@ def _same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     if a is None or b is None:
         return a is b
     return (a.get("windows") or {}) == (b.get("windows") or {}) and a.get("granularity") == b.get("granularity")
+
+
+def _when(at: Any) -> datetime:
+    """An entry's time, comparable whatever its text's precision (``…:42+00:00`` and ``…:42.5+00:00``)."""
+    when = datetime.fromisoformat(at) if isinstance(at, str) else at
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 def in_seconds(decision: Mapping[str, Any], unit_seconds: float) -> dict[str, Any]:
@@ -70,7 +77,7 @@ def timeline(decisions: Sequence[Mapping[str, Any]], events: Sequence[Mapping[st
         if query is None or event.get("query") == query:
             entries.append({"at": event["at"], "kind": "event", "severity": event["severity"], "event": event["kind"],
                             "query": event.get("query"), "message": event["message"]})
-    entries.sort(key=lambda e: str(e["at"]), reverse=True)
+    entries.sort(key=lambda e: _when(e["at"]), reverse=True)
     return entries[:limit]
 
 

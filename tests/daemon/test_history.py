@@ -54,6 +54,12 @@ def test_the_timeline_shows_old_and_new_settings_newest_first():
     assert "q: views 1s → views 2s" in text and "2026-11-24 05:02:00 UTC" in text
 
 
+def test_entries_are_ordered_by_time_not_by_text():
+    decisions = [_decision("a", 1, {"w": 1000.0})]
+    events = [{"at": "2026-11-24T05:01:00.500000+00:00", "severity": "info", "kind": "later", "query": None, "message": "m"}]
+    assert [e["kind"] for e in timeline(decisions, events, limit=5)] == ["event", "decision"]
+
+
 def test_the_oldest_decision_fetched_is_only_the_baseline_when_more_than_the_limit():
     decisions = [_decision("b", 2, {"w": 2000.0}), _decision("a", 1, {"w": 1000.0})]
     assert [e["id"] for e in timeline(decisions, [], limit=1)] == ["b"]
