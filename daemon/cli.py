@@ -29,11 +29,8 @@ from armd.costmodel.calibration import CalibrationError, CpuSample, calibrate, c
 from armd.costmodel.evaluate import PROFILES, Estimate, estimate
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan, unique_keys
 
-from . import logs, render
-from .cpu import RECENT_SECONDS, busy_fractions
-from .history import history_text, in_seconds, timeline
-from .names import node_labels
-from .render import Words
+from . import logs, reads, render
+from .history import history_text
 from .units import parse_duration
 from .config import Config, ConfigError, load_config
 from armd.control.ports import QuerySettings
@@ -258,15 +255,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.live:
         from .live import LiveStatus, status_view  # rich is only needed here
 
-        live, words, store_url = LiveStatus(), _words(config), config.redact(config.store.url)
+        live, words, store_url = LiveStatus(), reads.words(config), config.redact(config.store.url)
         footer = f"logs: {args.log_file}   Ctrl-C stops"
 
         def show() -> None:
             if service.store is None:
                 return
             try:
-                data = service.store.status()
-                data["queries"] = [q for q in data["queries"] if q["status"] != "removed"]
+                data = reads.managed_status(service.store)
                 live.show(lambda width: status_view(data, store_url, words, width, footer))
             except StoreError as exc:
                 live.show(lambda _width: f"metadata store unavailable: {config.redact(str(exc))}")
@@ -297,45 +293,25 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _words(config: Config) -> Words:
-    return Words(config.model.time_unit_seconds, node_labels(config.plan))
-
-
-def _recommended(store: SqlStore) -> dict[str, dict[str, Any]]:
-    """A dry run's desired settings per query (what armd would apply), as JSON."""
-    return {q: d.settings.as_json() for q, d in store.desired_settings().items() if d.recommend_only}
-
-
-def _busy(store: SqlStore) -> dict[str, float]:
-    since = datetime.now(timezone.utc) - timedelta(seconds=RECENT_SECONDS)
-    return busy_fractions(store.calibration_data(since)["batches"])
-
-
 def _status(args: argparse.Namespace) -> int:
     config = load(args.config)
     with closing(_open_store(config)) as store:
-        data = store.status()
-        recommended, busy = _recommended(store), _busy(store)
-    # A query removed from the configuration keeps its history in the store, but is no longer one armd manages.
-    data["queries"] = [q for q in data["queries"] if q["status"] != "removed"]
-    for query in data["queries"]:
-        query["recommended"] = recommended.get(query["name"])
-        query["measured_busy_fraction"] = busy.get(query["name"])
-    words = _words(config)
-    print(json.dumps(data, indent=2) if args.json else render.status_text(data, config.redact(config.store.url), words))
+        data = reads.managed_status(store)
+    url = config.redact(config.store.url)
+    print(json.dumps(data, indent=2) if args.json else render.status_text(data, url, reads.words(config)))
     return 0
 
 
 def _explain(args: argparse.Namespace) -> int:
     config = load(args.config)
+    words = reads.words(config)
     with closing(_open_store(config)) as store:
         query = store.query(args.query)
         if query is None:
             names = [q["name"] for q in store.status()["queries"]]
             raise UserError(f"no query {args.query!r} in the store; queries: {', '.join(names) or 'none'}")
-        words = _words(config)
-        explanation = render.explanation(query, store.last_decision(), words,
-                                         recommended=_recommended(store).get(args.query), busy=_busy(store).get(args.query))
+        explanation = render.explanation(query, store.last_decision(), words, recommended=reads.recommended(store).get(args.query),
+                                         busy=reads.busy(store).get(args.query))
     print(json.dumps(explanation, indent=2) if args.json else render.explanation_text(explanation, words))
     return 0
 
@@ -343,19 +319,12 @@ def _explain(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> int:
     config = load(args.config)
     since = datetime.now(timezone.utc) - args.since if args.since else None
-    unit = config.model.time_unit_seconds
     with closing(_open_store(config)) as store:
         if args.query is not None and store.query(args.query) is None:
             names = [q["name"] for q in store.status()["queries"]]
             raise UserError(f"no query {args.query!r} in the store; queries: {', '.join(names) or 'none'}")
-        # One decision more than shown: the settings before the oldest one shown.
-        decisions = [in_seconds(d, unit) for d in store.decisions(since, args.limit + 1)]
-        events = store.events(since, args.limit, query=args.query)
-    entries = timeline(decisions, events, query=args.query, limit=args.limit)
-    if args.json:
-        print(json.dumps({"timeline": entries, "decisions": decisions[:args.limit], "events": events}, indent=2))
-    else:
-        print(history_text(entries, _words(config)))
+        data = reads.history(store, config, since, args.limit, args.query)
+    print(json.dumps(data, indent=2) if args.json else history_text(data["timeline"], reads.words(config)))
     return 0
 
 
