@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import logging
 import math
 import os
 import re
 import signal
 import sys
 import tomllib
-from contextlib import closing
+from contextlib import closing, nullcontext
+from importlib import metadata
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -27,7 +29,9 @@ from armd.costmodel.calibration import CalibrationError, CpuSample, calibrate, c
 from armd.costmodel.evaluate import PROFILES, Estimate, estimate
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan, unique_keys
 
-from . import logs, render
+from . import logs, reads, render
+from .history import history_text
+from .units import parse_duration
 from .config import Config, ConfigError, load_config
 from armd.control.ports import QuerySettings
 from .service import Service, StartError, open_store
@@ -43,10 +47,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()
+        return code
     except UserError as exc:
         print(f"armd: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (`armd history --json | head -1`): that is its choice, not an error worth a
+        # traceback. Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,6 +69,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="armd", description="Adaptive resource manager for Spark Structured Streaming")
+    parser.add_argument("--version", action="version", version=f"armd {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     est = commands.add_parser("estimate", help="estimate memory and CPU of the queries in a plan file")
@@ -98,10 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="print the plan document (a valid plan file)")
     plan.set_defaults(handler=_plan)
 
-    history = commands.add_parser("history", help="decisions and events, newest first")
+    history = commands.add_parser("history", help="one timeline of decisions (old → new settings per query) and events, newest first")
     _config_option(history)
-    history.add_argument("--since", type=_duration, default=None, help="only the last DURATION (e.g. 90s, 30m, 1h, 2d)")
-    history.add_argument("--limit", type=_limit, default=20, help="at most this many decisions and events each (default 20)")
+    history.add_argument("--query", default=None, help="only this query's setting changes and events")
+    history.add_argument("--since", type=_duration, default=None, help="only the last DURATION (e.g. 90s, 30m, 1h30m, 2d)")
+    history.add_argument("--limit", type=_limit, default=20, help="at most this many entries (default 20)")
     history.add_argument("--json", action="store_true", help="print JSON")
     history.set_defaults(handler=_history)
 
@@ -155,11 +168,20 @@ MAX_LIMIT = 1_000_000
 """``--limit`` at most: more rows than any terminal shows, and within what every database takes as a LIMIT."""
 
 
+def _version() -> str:
+    try:
+        return metadata.version("armd")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+        return "unknown (not installed)"
+
+
 def _duration(text: str) -> timedelta:
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}; use a number and a unit s, m, h or d, e.g. 30m")
-    seconds = float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
+    seconds = parse_duration(text)
+    known_unit = re.fullmatch(r"\s*\d+(?:\.\d+)?\s*([A-Za-z]+)\s*", text)
+    if seconds is None and known_unit and parse_duration(f"1{known_unit[1]}") is not None:
+        seconds = math.inf  # a number of a known unit too large for any date
+    if seconds is None or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}; allowed: a duration such as 90s, 30m, 1h30m or 2d")
     if seconds > MAX_SINCE_DAYS * 86400:
         raise argparse.ArgumentTypeError(f"duration {text!r} is too long; allowed: at most {MAX_SINCE_DAYS}d")
     return timedelta(seconds=seconds)
@@ -231,20 +253,30 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UserError(f"cannot open log file {args.log_file}: {exc.strerror or exc}") from None
     logs.configure(config.redact, stream=log_stream)
+    if log_stream is not None:
+        # Libraries' own warnings (APScheduler's skipped runs) go to the log file too, not across the live view.
+        logging.basicConfig(stream=log_stream, level=logging.WARNING, force=True)
     # `kill -USR1 PID` prints every thread's stack to stderr: what a stuck daemon is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     service = Service(config, logs.logger(), standby=args.standby)
-    show = None
+    show, live = None, None
     if args.live:
+        from .live import LiveStatus, status_view  # rich is only needed here
+
+        live, words, store_url = LiveStatus(), reads.words(config), config.redact(config.store.url)
+        footer = f"logs: {args.log_file}   Ctrl-C stops"
+
         def show() -> None:
-            if service.store is not None:
-                try:
-                    text = render.status_text(service.store.status(), config.redact(config.store.url))
-                except StoreError as exc:
-                    text = f"metadata store unavailable: {config.redact(str(exc))}"
-                print("\033[H\033[2J" + text + f"\n\nlogs: {args.log_file}   Ctrl-C stops", flush=True)
+            if service.store is None:
+                return
+            try:
+                data = reads.managed_status(service.store)
+                live.show(lambda width: status_view(data, store_url, words, width, footer))
+            except StoreError as exc:
+                live.show(lambda _width: f"metadata store unavailable: {config.redact(str(exc))}")
     try:
-        service.run(every_tick=show)
+        with live if live is not None else nullcontext():
+            service.run(every_tick=show)
     except (SchemaOutdated, StartError) as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:
@@ -275,8 +307,9 @@ def _check_config(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     config = load(args.config)
     with closing(_open_store(config)) as store:
-        data = store.status()
-    print(json.dumps(data, indent=2) if args.json else render.status_text(data, config.redact(config.store.url)))
+        data = reads.managed_status(store)
+    url = config.redact(config.store.url)
+    print(json.dumps(data, indent=2) if args.json else render.status_text(data, url, reads.words(config)))
     return 0
 
 
@@ -299,13 +332,15 @@ def _explain(args: argparse.Namespace) -> int:
             return explain_plan(args.query, config, args.json, print)
         except PlanViewError as exc:
             raise UserError(str(exc)) from None
+    words = reads.words(config)
     with closing(_open_store(config)) as store:
         query = store.query(args.query)
         if query is None:
             names = [q["name"] for q in store.status()["queries"]]
             raise UserError(f"no query {args.query!r} in the store; queries: {', '.join(names) or 'none'}")
-        explanation = render.explanation(query, store.last_decision())
-    print(json.dumps(explanation, indent=2) if args.json else render.explanation_text(explanation))
+        explanation = render.explanation(query, store.last_decision(), words, recommended=reads.recommended(store).get(args.query),
+                                         busy=reads.busy(store).get(args.query))
+    print(json.dumps(explanation, indent=2) if args.json else render.explanation_text(explanation, words))
     return 0
 
 
@@ -313,8 +348,11 @@ def _history(args: argparse.Namespace) -> int:
     config = load(args.config)
     since = datetime.now(timezone.utc) - args.since if args.since else None
     with closing(_open_store(config)) as store:
-        data = {"decisions": store.decisions(since, args.limit), "events": store.events(since, args.limit)}
-    print(json.dumps(data, indent=2) if args.json else render.history_text(data))
+        if args.query is not None and store.query(args.query) is None:
+            names = [q["name"] for q in store.status()["queries"]]
+            raise UserError(f"no query {args.query!r} in the store; queries: {', '.join(names) or 'none'}")
+        data = reads.history(store, config, since, args.limit, args.query)
+    print(json.dumps(data, indent=2) if args.json else history_text(data["timeline"], reads.words(config)))
     return 0
 
 
@@ -325,6 +363,7 @@ def _report(args: argparse.Namespace) -> int:
     since = datetime.now(timezone.utc) - args.since if args.since else None
     with closing(_open_store(config)) as store:
         series = store.series(since)
+        series["batches"] = store.calibration_data(since)["batches"]  # measured CPU: Spark's micro-batch durations
     if not (series["observations"] or series["estimates"] or series["decisions"]):
         period = f" in the last {args.since}" if args.since else ""
         raise UserError(f"nothing to plot: the store at {config.redact(config.store.url)} holds no observations{period}; run the daemon first")

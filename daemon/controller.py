@@ -44,6 +44,7 @@ from armd.policies.problem import Problem
 
 from .config import Config
 from .metrics import NoMetrics
+from .names import node_labels
 from .setup import config_rows, setup_of
 
 
@@ -81,6 +82,7 @@ class Controller:
         """Take ``config``: the cycle's setup and the cost model rebuilt with the measurements so far."""
         self.config = config
         self.setup = setup_of(config, join_orders=self.join_orders is not None)
+        self.labels = node_labels(config.plan)
         orders, _unreadable = self._read_orders()
         self.model = build_model(self.setup, self.state.selectivities.smoothed, orders_for_model(orders, self.desired),
                                  self.state.pair_selectivities)
@@ -241,10 +243,20 @@ class Controller:
         for event in tick.events:
             self._raise(event, policy=record.policy)
         self.counters["decisions"] += 1
+        self._recommended(tick.desired)
         desired = not_asked_yet(tick.desired, self.desired)
         if desired:
             self.desired.update({row.query: row for row in desired})
             self._record("desired", lambda: self.store.write_desired(desired))
+
+    def _recommended(self, rows: Any) -> None:
+        """A dry run's desired settings as metrics, in seconds and by the names people gave the windows."""
+        unit = self.config.model.time_unit_seconds
+        for row in rows:
+            if row.recommend_only:
+                s = row.settings
+                self.metrics.recommended(row.query, {self.labels.get(n, n): w * unit for n, w in s.windows.items()},
+                                         None if s.granularity is None else s.granularity * unit, s.qos)
 
     def report(self, event: EventRecord) -> None:
         """Log, record and (for warnings and errors) alert an event an adapter made, e.g. a lossy restart."""

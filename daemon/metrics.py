@@ -46,6 +46,13 @@ class Metrics:
         self.migrations = Counter("armd_migrations", "Migrations by outcome: started, done, failed", ["outcome"], registry=r)
         self.alerts = Counter("armd_alerts", "Alerts by event kind and outcome: queued, sent, failed (per hook), suppressed, dropped",
                               ["kind", "outcome"], registry=r)
+        # A dry run's recommendations (what armd would apply), in seconds and as a ratio like the rest.
+        self.recommended_window = Gauge("armd_query_recommended_window_seconds", "A dry run's recommended window size "
+                                        "of a query's window node (named as armd shows it), seconds", ["query", "node"], registry=r)
+        self.recommended_granularity = Gauge("armd_query_recommended_granularity_seconds", "A dry run's recommended "
+                                             "granularity of a query, seconds", q, registry=r)
+        self.recommended_qos = Gauge("armd_query_recommended_qos_ratio", "QoS fraction of a dry run's recommended settings, 0..1",
+                                     q, registry=r)
         self.server: Any = None
 
     # --- updates from the controller and the dispatcher -------------------------------------
@@ -71,6 +78,14 @@ class Metrics:
 
     def qos(self, query: str, fraction: float) -> None:
         self.query_qos.labels(query).set(fraction)
+
+    def recommended(self, query: str, windows: Mapping[str, float], granularity: float | None, qos: float) -> None:
+        """A dry run's recommendation for ``query``: window seconds per node name, granularity seconds, QoS fraction."""
+        for node, seconds in windows.items():
+            self.recommended_window.labels(query, node).set(seconds)
+        if granularity is not None:
+            self.recommended_granularity.labels(query).set(granularity)
+        self.recommended_qos.labels(query).set(qos)
 
     def decision(self, seconds: float) -> None:
         self.decision_seconds.observe(seconds)

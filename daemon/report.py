@@ -23,9 +23,11 @@ matplotlib.use("Agg")
 from matplotlib.axes import Axes  # noqa: E402 - the backend is chosen first
 from matplotlib.dates import DateFormatter  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import EngFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from armd.policies.problem import Bounds  # noqa: E402
+
+from .units import format_size  # noqa: E402
 
 Series = dict[str, tuple[list[datetime], list[float]]]
 """What a plot drew: label → (times, values); markers have times only (values empty)."""
@@ -34,6 +36,8 @@ CPU_UNIT = "cost units / model time unit"
 _QUERY_COLORS = ("tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "tab:orange", "tab:green")
 """Per-query lines, none of them the blue of totals and estimates or the red of the bounds."""
 FILES = ("memory_total.png", "memory_per_query.png", "cpu.png", "qos.png")
+BYTES = FuncFormatter(lambda value, _position: format_size(value))
+"""Byte axes in IEC units (KiB, MiB), as everywhere else armd shows sizes."""
 
 
 def write_report(series: Mapping[str, Sequence[Mapping[str, Any]]], bounds: Bounds, out: Path) -> dict[str, Series]:
@@ -139,7 +143,7 @@ def plot_memory_total(series: Mapping[str, Sequence[Mapping[str, Any]]], bounds:
         drawn["measured"] = measured
     _bounds_and_markers(ax, series, drawn, ("memory bound", bounds.memory), bounds.usable_memory)
     ax.set_ylabel("memory (bytes)")
-    ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
+    ax.yaxis.set_major_formatter(BYTES)
     ax.set_ylim(bottom=0)
     _legend(ax)
     _finish(figure, [ax], "Total memory: estimated vs measured against the bound", out)
@@ -162,7 +166,7 @@ def plot_memory_per_query(series: Mapping[str, Sequence[Mapping[str, Any]]], out
         _markers(ax, series, drawn, legend=ax is axes[0])
         ax.set_title(query, fontsize=10, loc="left")
         ax.set_ylabel("memory (bytes)")
-        ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
+        ax.yaxis.set_major_formatter(BYTES)
         ax.set_ylim(bottom=0)
         _legend(ax)
     if not queries:
@@ -183,11 +187,38 @@ def plot_cpu(series: Mapping[str, Sequence[Mapping[str, Any]]], bounds: Bounds, 
         ax.plot(*per_query[query], linewidth=1.1, color=_QUERY_COLORS[i % len(_QUERY_COLORS)], label=label)
         drawn[label] = per_query[query]
     _bounds_and_markers(ax, series, drawn, ("CPU bound", bounds.cpu), bounds.usable_cpu)
-    ax.set_ylabel(f"CPU ({CPU_UNIT})")
+    ax.set_ylabel(f"CPU estimated ({CPU_UNIT})")
     ax.set_ylim(bottom=0)
+    busy = measured_busy(series.get("batches") or [])
+    if busy:
+        right = ax.twinx()
+        for i, (query, points) in enumerate(sorted(busy.items())):
+            label = f"{query} (measured busy)"
+            right.plot(*points, linewidth=0.9, linestyle=":", marker=".", markersize=3,
+                       color=_QUERY_COLORS[i % len(_QUERY_COLORS)], label=label)
+            drawn[label] = points
+        right.set_ylabel("measured: share of wall time in Spark micro-batches")
+        right.set_ylim(bottom=0)
+        right.legend(loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=8, frameon=False)
     _legend(ax)
-    _finish(figure, [ax], "CPU: estimated against the bound (no CPU is measured yet)", out)
+    _finish(figure, [ax], "CPU: estimated against the bound, and measured on Spark", out)
     return drawn
+
+
+def measured_busy(batches: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[datetime], list[float]]]:
+    """Per query, at each batch after the first: its duration over the wall time since the batch before."""
+    by_query: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
+    for b in batches:
+        if b.get("at") is not None and b.get("batch_ms") is not None:
+            by_query[b["query"]].append((b["at"], float(b["batch_ms"]) / 1000.0))
+    result = {}
+    for query, rows in by_query.items():
+        rows.sort()
+        points = [(t, seconds / (t - before).total_seconds()) for (before, _), (t, seconds) in zip(rows, rows[1:])
+                  if t > before]
+        if points:
+            result[query] = ([t for t, _ in points], [v for _, v in points])
+    return result
 
 
 def plot_qos(series: Mapping[str, Sequence[Mapping[str, Any]]], out: Path) -> Series:

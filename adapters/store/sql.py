@@ -685,14 +685,14 @@ class SqlStore:
 
     def calibration_data(self, since: datetime | None = None) -> dict[str, Any]:
         """What ``armd calibrate`` fits, at or after ``since``: every recorded engine batch (``query``,
-        ``run_id``, ``batch_id``, ``batch_ms``, ``event_max``, ``state_rows``, ``state_bytes``; by run, in
+        ``run_id``, ``batch_id``, ``at``, ``batch_ms``, ``event_max``, ``state_rows``, ``state_bytes``; by run, in
         batch order) and the mean measured d per stream (``stream_d``, model time units)."""
         cutoff = _utc(since) if since is not None else None
 
         def run(session: Session) -> dict[str, Any]:
             b, o = m.BatchRow, m.ObservationRow
             batches = session.execute(
-                select(b.query, b.run_id, b.batch_id, b.batch_ms, b.event_max, b.state_rows, b.state_bytes)
+                select(b.query, b.run_id, b.batch_id, b.at, b.batch_ms, b.event_max, b.state_rows, b.state_bytes)
                 .where(b.at >= cutoff if cutoff is not None else true()).order_by(b.run_id, b.batch_id, b.id)
             )
             rates = session.execute(

@@ -69,7 +69,7 @@ def _read(top: Table) -> Config:
     alerts = tuple(_alert(top, i, raw) for i, raw in enumerate(top.tables("alerts")))
     source = _source(top.section("source", SourceConfig), plan, model)
     managed = read_managed(top, plan, source.kind, spark, derived)
-    qos = read_queries(top, plan)
+    qos = read_queries(top, plan, model.time_unit_seconds)
     check_fixed_join_windows(top, managed, qos)
     return Config(
         path=top.file,

@@ -20,7 +20,10 @@ from armd.policies.qos import QoSError, QueryQoS
 from .errors import listing, reason
 from .keys import into, keys_of
 from .reader import Table
+from .keys import YEAR
 from .sections import PLAN_SIZE, ModelConfig, QueryKeys
+from ..names import node_labels
+from ..units import DURATION_EXAMPLES, format_duration, parse_duration
 
 PLAN_KEYS = ("file", "streams", "queries", "constants")
 """``[plan]``: a plan file, or the plan document inline (docs/plan-format.md)."""
@@ -85,17 +88,32 @@ def calibrate(top: Table, plan: PlanSet, model: ModelConfig) -> PlanSet:
     return calibrated_plan(plan, calibration)
 
 
-def read_queries(top: Table, plan: PlanSet) -> dict[str, QueryQoS]:
-    """``[queries.NAME]``: the QoS of each query that has one, checked against the plan."""
+def read_queries(top: Table, plan: PlanSet, time_unit_seconds: float = 1.0) -> dict[str, QueryQoS]:
+    """``[queries.NAME]``: the QoS of each query that has one, checked against the plan.
+
+    A range's ends are model time units, or durations (``"10 minutes"``) turned into them; either way at most
+    a year, since the policy's trial sizes grow linearly over the range.
+    """
     qos: dict[str, QueryQoS] = {}
+    longest = YEAR / time_unit_seconds
+    labels = node_labels(plan)
     for name, raw in top.mapping("queries").items():
         if name not in plan.queries:
             raise top.error(("queries", name), f"not a query of the plan; plan queries: {listing(plan.queries)}")
-        t = Table(top.file, ("queries", name), raw, keys_of(QueryKeys))
+        t = Table(top.file, ("queries", name), _in_model_units(top, name, raw, time_unit_seconds), keys_of(QueryKeys))
         per_node = t.mapping("windows")
         w = Table(top.file, (*t.key, "windows"), per_node, per_node)
-        windows = {node: w.pair(node, PLAN_SIZE) for node in per_node}
-        qos[name] = into(QueryQoS, QueryKeys, t.read(QueryKeys, windows=windows))
+        # A window may be named as armd shows it (``views`` for the unnamed ``clicks_per_view.1``).
+        by_label = {labels[n]: n for n in plan.query_nodes(name) if labels[n] != n}
+        windows = {by_label.get(node, node): w.pair(node, PLAN_SIZE) for node in per_node}
+        values = t.read(QueryKeys, windows=windows)
+        ranges = [(("window",), values["window"]), (("granularity",), values["granularity"]),
+                  *((("windows", node), pair) for node, pair in windows.items())]
+        for key, pair in ranges:
+            if pair is not None and max(pair) > longest:
+                raise t.error(key, f"{max(pair):g} model time units is {format_duration(max(pair) * time_unit_seconds)}; "
+                                   f"allowed: at most a year ({longest:g} units of {time_unit_seconds:g} s)")
+        qos[name] = into(QueryQoS, QueryKeys, values)
     try:
         Problem(plan, qos)
     except QoSError as exc:
@@ -103,3 +121,29 @@ def read_queries(top: Table, plan: PlanSet) -> dict[str, QueryQoS]:
             raise top.error(("queries", exc.query), exc.detail) from None
         raise top.error(("queries",), str(exc)) from None
     return qos
+
+
+def _in_model_units(top: Table, query: str, raw: Any, unit: float) -> Any:
+    """``raw`` with every duration in its ranges (``window``, ``windows.*``, ``granularity``) as model time units."""
+    if not isinstance(raw, dict):
+        return raw
+
+    def pair(key: tuple[str, ...], value: Any) -> Any:
+        if not (isinstance(value, list) and any(isinstance(v, str) for v in value)):
+            return value
+        converted = []
+        for v in value:
+            seconds = parse_duration(v) if isinstance(v, str) else None
+            if isinstance(v, str) and not seconds:
+                raise top.error(("queries", query, *key), f"expected [min, max] as model time units or durations such "
+                                                          f"as {DURATION_EXAMPLES}, got {v!r}")
+            converted.append(seconds / unit if seconds else v)
+        return converted
+
+    result = dict(raw)
+    for key in ("window", "granularity"):
+        if key in result:
+            result[key] = pair((key,), result[key])
+    if isinstance(result.get("windows"), dict):
+        result["windows"] = {node: pair(("windows", node), v) for node, v in result["windows"].items()}
+    return result

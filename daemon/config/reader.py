@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 
 from .errors import ConfigError, Key, is_number, key_path, listing, show
 from .keys import ANY, Rule, Setting, default_of, definitions, keys_of
+from ..units import DURATION_EXAMPLES, SIZE_EXAMPLES, parse_duration, parse_size
 
 REQUIRED: Any = MISSING
 """The default of a key that must be given."""
@@ -98,9 +99,23 @@ class Table:
     def number(self, name: str, default: Any = REQUIRED, rule: Rule = ANY) -> float:
         expected = f"a number {rule.text}".rstrip()
         value = self.value(name, default, expected)
+        if isinstance(value, str):
+            value = self._with_unit(name, value, expected)
         if not is_number(value) or not math.isfinite(value) or not rule.test(value):
             raise self.error((name,), f"expected {expected}, got {show(value)}")
         return float(value)
+
+    def _with_unit(self, name: str, text: str, expected: str) -> Any:
+        """A ``*_seconds`` key may be a duration, a ``*_bytes`` key a size: the number they stand for."""
+        if name.endswith("_seconds"):
+            parsed, words = parse_duration(text), f"{expected} of seconds or a duration such as {DURATION_EXAMPLES}"
+        elif name.endswith("_bytes"):
+            parsed, words = parse_size(text), f"{expected} of bytes or a size such as {SIZE_EXAMPLES}"
+        else:
+            return text
+        if parsed is None:
+            raise self.error((name,), f"expected {words}, got {show(text)}")
+        return parsed
 
     def integer(self, name: str, default: Any = REQUIRED, rule: Rule = ANY) -> int:
         expected = f"a whole number {rule.text}".rstrip()

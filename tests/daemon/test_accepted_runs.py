@@ -102,7 +102,7 @@ def _table_of(lines: list[str], index: int) -> str | None:
              ("schedule", "decide_seconds"): YEAR, ("source", "seed"): 2 ** 32 - 1,
              ("guardrails", "cooldown_seconds"): YEAR},
     "stream": {"rate_per_second": 100_000.0, "keys": 1_000_000, "factor": 1.0, "duration_seconds": YEAR},
-    "window": [1, 1e12], "hook_timeout": 3600.0})
+    "window": [1, 3.15e10], "hook_timeout": 3600.0})  # a year in milliseconds: the longest window range allowed
 def test_a_configuration_check_config_accepts_runs_without_an_error_event(tmp_path_factory, drawn):
     tmp_path: Path = tmp_path_factory.mktemp("accepted")
     path = write_config(tmp_path)
