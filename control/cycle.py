@@ -38,7 +38,7 @@ from armd.policies.join_order import decide as decide_join_order
 from armd.policies.problem import Problem
 from armd.policies.staging import Staging, stage
 from armd.policies.trajectory import predict
-from armd.policies.triggers import RateTracker, decision_due
+from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, decision_due
 
 from .model import Model, Setup, build_model, estimate_rows, fractions_of, key_match, longest_window, same_settings, settings_of
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
@@ -67,8 +67,8 @@ class Changes:
 class CycleState:
     """What the cycle remembers from one tick to the next."""
 
-    rates: RateTracker
-    """Smoothed d per stream."""
+    rates: ArrivalTracker
+    """Arrival counts and smoothed d per stream."""
     selectivities: RateTracker
     """Smoothed measured selectivity per plan node."""
     pair_selectivities: Mapping[str, RateTracker] = field(default_factory=dict)
@@ -87,17 +87,18 @@ class CycleState:
         """The active queries, in the model's order."""
         return [q for q in model.full.queries if self.status.get(q) == "active"]
 
-    def reconfigured(self, alpha: float, threshold: float, nodes: Collection[str], joins: Collection[str],
+    def reconfigured(self, rules: TriggerRules, nodes: Collection[str], joins: Collection[str],
                      keep_policy_state: bool) -> CycleState:
         """After a reload: the smoothing rules given, measurements kept only for the plan ``nodes`` and JISC ``joins`` still
         configured, the policy's state only when the policy is the same."""
         sels = self.selectivities
         return replace(
             self, policy_state=self.policy_state if keep_policy_state else None,
-            rates=RateTracker(alpha, threshold, self.rates.smoothed, self.rates.decided),
-            selectivities=RateTracker(alpha, threshold, {n: v for n, v in sels.smoothed.items() if n in nodes},
-                                      {n: v for n, v in sels.decided.items() if n in nodes}),
-            pair_selectivities={q: t for q, t in self.pair_selectivities.items() if q in joins})
+            rates=replace(self.rates, rules=rules),
+            selectivities=replace(RateTracker.of(rules), smoothed={n: v for n, v in sels.smoothed.items() if n in nodes},
+                                  decided={n: v for n, v in sels.decided.items() if n in nodes}),
+            pair_selectivities={q: replace(t, threshold=rules.threshold, window_seconds=rules.window_seconds)
+                                for q, t in self.pair_selectivities.items() if q in joins})
 
 
 @dataclass(frozen=True)
@@ -176,8 +177,8 @@ class Tick:
     events: tuple[EventRecord, ...] = ()
 
 
-def initial_state(alpha: float, threshold: float) -> CycleState:
-    return CycleState(RateTracker(alpha, threshold), RateTracker(alpha, threshold))
+def initial_state(rules: TriggerRules) -> CycleState:
+    return CycleState(ArrivalTracker(rules), RateTracker.of(rules))
 
 
 def orders_for_model(orders: Mapping[str, tuple[int, Any]], desired: Mapping[str, DesiredSettings]) -> dict[str, Any]:
@@ -197,15 +198,17 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     """Fold one observation into the smoothed statistics, estimate the settings in force and watch the measurements."""
     admitted = state.admitted(model)
     plan = setup.plan
-    rates = state.rates.observe({s.stream: s.d for s in observation.streams if s.rows > 0 and s.stream in model.stream_names})
+    rates = state.rates.observe({s.stream: (s.rows, s.interval_seconds) for s in observation.streams
+                                 if s.stream in model.stream_names}, setup.time_unit_seconds)
+    seconds = max((s.interval_seconds for s in observation.streams), default=setup.observe_seconds)
     selectivities = state.selectivities.observe({
         node: sel for q in observation.queries if q.query in admitted
         for node, sel in q.selectivities.items() if node in plan.nodes and plan.nodes[node].sel is not None
-    })
+    }, seconds)
     pairs = dict(state.pair_selectivities)
     for q in observation.queries:
         if q.pair_selectivities and q.query in admitted:
-            pairs[q.query] = (pairs.get(q.query) or RateTracker(rates.alpha, rates.threshold)).observe(q.pair_selectivities)
+            pairs[q.query] = (pairs.get(q.query) or RateTracker.of(rates.rules)).observe(q.pair_selectivities, seconds)
     rows: list[EstimateRow] = []
     estimate_over = state.estimate_over
     if admitted and running:

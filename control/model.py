@@ -23,7 +23,7 @@ from armd.policies.base import Policy
 from armd.policies.guardrails import Guardrails
 from armd.policies.join_order import plan_in_order
 from armd.policies.problem import Bounds, Problem
-from armd.policies.triggers import RateTracker
+from armd.policies.triggers import ArrivalTracker, RateTracker
 
 from .ports import EstimateRow, QuerySettings
 
@@ -60,6 +60,8 @@ class Setup:
     stale_intervals: int
     """``statistics_stale`` after this many observations without rows."""
     observe_seconds: float
+    time_unit_seconds: float = 1.0
+    """Seconds per model time unit (d and windows are in model units, arrival counts in seconds)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class Model:
         index = {q: i for i, q in enumerate(self.full.queries)}
         return self.full.subproblem(np.array(sorted(index[q] for q in queries), dtype=np.intp))
 
-    def current_d(self, rates: RateTracker) -> np.ndarray:
+    def current_d(self, rates: ArrivalTracker | RateTracker) -> np.ndarray:
         smoothed = rates.smoothed
         return np.array([smoothed.get(s, d) for s, d in zip(self.stream_names, self.plan_d)], dtype=float)
 

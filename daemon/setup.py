@@ -14,8 +14,10 @@ from dataclasses import replace
 from armd.control.model import JoinRule, Setup
 from armd.control.ports import NodeRow, QueryRow, StreamRow
 from armd.policies.registry import make_policy
+from armd.policies.triggers import TriggerRules, window_of_alpha
 
 from .config import Config
+from .config.sections import DEFAULT_WINDOW_SECONDS
 
 
 def setup_of(config: Config, *, join_orders: bool) -> Setup:
@@ -30,7 +32,17 @@ def setup_of(config: Config, *, join_orders: bool) -> Setup:
         rails=replace(config.guardrails, cooldown=config.guardrails.cooldown / unit),
         policy=make_policy(config.policy.name, config.policy.params), decide_period=config.schedule.decide_seconds / unit,
         joins=joins, estimate_factor=config.alerting.estimate_factor, stale_intervals=config.alerting.stale_intervals,
-        observe_seconds=config.schedule.observe_seconds)
+        observe_seconds=config.schedule.observe_seconds, time_unit_seconds=unit)
+
+
+def trigger_rules(config: Config) -> TriggerRules:
+    """The smoothing and trigger rules of ``[triggers]``; an old ``alpha`` becomes its window at ``observe_seconds``."""
+    t = config.triggers
+    if t.alpha is not None:
+        window = window_of_alpha(t.alpha, config.schedule.observe_seconds)
+    else:
+        window = DEFAULT_WINDOW_SECONDS if t.window_seconds is None else t.window_seconds
+    return TriggerRules(window, t.threshold, t.significance)
 
 
 def config_rows(config: Config) -> tuple[list[StreamRow], list[QueryRow], list[NodeRow]]:

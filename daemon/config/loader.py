@@ -22,7 +22,7 @@ from armd.costmodel.plan import PlanSet
 from armd.policies.guardrails import Guardrails
 from armd.policies.problem import Bounds
 from armd.policies.registry import make_policy
-from armd.policies.triggers import RateTracker
+from armd.policies.triggers import TriggerRules
 
 from .document import SECTIONS, Config
 from .environment import interpolate
@@ -111,7 +111,10 @@ def _guardrails(t: Table) -> Guardrails:
 
 def _triggers(t: Table) -> TriggerConfig:
     triggers = TriggerConfig(**t.read(TriggerConfig))
-    _core(t, lambda: RateTracker(triggers.alpha, triggers.threshold))
+    if triggers.alpha is not None and triggers.window_seconds is not None:
+        raise t.error(("alpha",), "superseded by window_seconds, and both are set; remove alpha (window_seconds is the "
+                      "smoothing as a time window in seconds)")
+    _core(t, lambda: TriggerRules(triggers.window_seconds or 0.0, triggers.threshold, triggers.significance))
     return triggers
 
 

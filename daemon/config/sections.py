@@ -203,11 +203,21 @@ class GuardrailsKeys:
     dry_run: bool = setting(False, doc="Decide and record, apply nothing.")
 
 
+DEFAULT_WINDOW_SECONDS = 5.0
+
+
 @dataclass(frozen=True)
 class TriggerConfig:
-    alpha: float = setting(0.3, rule=UNIT_OPEN_CLOSED, doc="Weight of a new rate measurement in the exponential "
-                           "smoothing, in (0, 1].")
-    threshold: float = setting(0.2, rule=at_most(POSITIVE, 1000), doc="Relative change of a smoothed d that makes a decision due, > 0.")
+    window_seconds: float | None = setting(None, rule=at_most(NON_NEGATIVE, DAY, "a day"), doc="Smoothing time window in seconds "
+                                           f"(default {DEFAULT_WINDOW_SECONDS:g}): an observation covering Δt seconds weighs "
+                                           "1 − exp(−Δt / window); 0: no smoothing.")
+    threshold: float = setting(0.2, rule=at_most(POSITIVE, 1000), doc="Minimum relative change of a smoothed d (or selectivity) that "
+                               "makes a decision due, > 0.")
+    significance: float = setting(0.001, rule=UNIT_OPEN_CLOSED, doc="A rate change makes a decision due only when a Poisson test "
+                                  "of the arrival counts gives a p-value below this, in (0, 1] (1: the threshold alone).")
+    alpha: float | None = setting(None, rule=UNIT_OPEN_CLOSED, doc="Superseded by ``window_seconds``: the old per-observation "
+                                  "weight, in (0, 1], read as the window −observe_seconds / ln(1 − alpha); not together with "
+                                  "``window_seconds``.")
 
 
 @dataclass(frozen=True)

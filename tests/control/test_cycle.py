@@ -23,7 +23,8 @@ from armd.control.cycle import Changes, Snapshot, decide, initial_state, observe
 from armd.control.model import build_model
 from armd.control.ports import Observation, QueryMetrics, StreamStats
 from armd.daemon.config import load_config
-from armd.daemon.setup import setup_of
+from armd.daemon.setup import setup_of, trigger_rules
+from armd.policies.triggers import TriggerRules
 
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 QUERIES = ("clicks_per_view", "clicks_per_second", "big_orders")
@@ -34,7 +35,7 @@ def example(tmp_path, memory=200_000, dry_run=False):
     path.write_text(CONFIG.format(memory=memory, dry_run=str(dry_run).lower(), plan=PLAN, threshold=0.2))
     config = load_config(path)
     setup = setup_of(config, join_orders=False)
-    return setup, build_model(setup, {}, {}, {}), initial_state(config.triggers.alpha, config.triggers.threshold)
+    return setup, build_model(setup, {}, {}, {}), initial_state(trigger_rules(config))
 
 
 def ids():
@@ -123,7 +124,7 @@ def test_observe_smooths_rates_estimates_the_settings_in_force_and_watches(tmp_p
     setup, model, state = example(tmp_path, memory=100_000)
     tick = first(setup, model, state)
     running = {q: new for q, (_, new) in tick.changes.items()}
-    observation = Observation(AT, [StreamStats("clicks", 100, 1.0, 100.0, 5.0), StreamStats("views", 10, 1.0, 10.0, 40.0)],
+    observation = Observation(AT, [StreamStats("clicks", 200, 1.0, 200.0, 5.0), StreamStats("views", 25, 1.0, 25.0, 40.0)],
                               [QueryMetrics("clicks_per_view", 10, 500_000)])
     observed = observe(setup, model, tick.state, observation, at=AT, now=1.0, running=running, changed_at={}, migrating=frozenset())
     assert observed.state.rates.smoothed == {"clicks": 5.0, "views": 40.0}
@@ -168,9 +169,9 @@ def jisc(tmp_path, dry_run=False):
     config = load_config(path)
     setup = setup_of(config, join_orders=True)
     model = build_model(setup, {}, {"triple": CONFIGURED}, {})
-    state = replace(initial_state(1.0, 0.2), status={"triple": "active"}, last_decision_at=0.0)
-    state = replace(state, rates=state.rates.observe({"a": 0.5, "b": 0.5, "c": 0.125}).decide_with())
-    running = {"triple": first(setup, model, initial_state(1.0, 0.2)).changes["triple"][1]}
+    state = replace(initial_state(TriggerRules(0.0, 0.2)), status={"triple": "active"}, last_decision_at=0.0)
+    state = replace(state, rates=replace(state.rates, smoothed={"a": 0.5, "b": 0.5, "c": 0.125}).decide_with())
+    running = {"triple": first(setup, model, initial_state(TriggerRules(0.0, 0.2))).changes["triple"][1]}
     return setup, model, state, running
 
 
