@@ -35,6 +35,8 @@ from armd.policies.base import PolicyInput
 from armd.policies.guardrails import Guarded, Running, guard
 from armd.policies.join_order import JoinOrderState, JoinStats
 from armd.policies.join_order import decide as decide_join_order
+from armd.policies import migration_cost
+from armd.policies.migration_cost import MigrationCost, Priced, price_changes
 from armd.policies.problem import Problem
 from armd.policies.staging import Staging, stage
 from armd.policies.trajectory import predict
@@ -357,6 +359,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     decision = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d)
+    guarded, priced = _price(setup, problem, guarded, running, snapshot, stream_d)
     duration_ms = (timer() - started) * 1e3
 
     proposed = settings_of(problem, decision.fw, decision.fg)
@@ -381,6 +384,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         proposed=proposed, applied=applied, cooling=cooling, trajectory=trajectory, staging=staging,
         join_orders={q: c.details for q, c in joins.items()}, changes_something=bool(settings_changes or joins),
         duration_ms=duration_ms)
+    record = replace(record, outputs={**record.outputs, "migration_cost": json_safe({q: p.as_json() for q, p in priced.items()})})
     estimates = [EstimateRow(q, memory[q], float(guarded.outcome.query_cpu[i])) for i, q in enumerate(problem.queries)]
     estimates.append(EstimateRow(None, float(guarded.outcome.total_memory), float(guarded.outcome.total_cpu)))
     orders = orders_for_model(snapshot.orders, snapshot.desired)
@@ -401,6 +405,27 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
                     rates=state.rates.decide_with(), last_decision_at=now)
     return replace(done, state=state, decision=record, estimates=tuple(estimates), guarded=guarded, changes=settings_changes,
                    staging=staging, join_orders=tuple(proposals), desired=desired, events=tuple(events))
+
+
+def _price(setup: Setup, problem: Problem, guarded: Guarded, running: Running | None, snapshot: Snapshot,
+           stream_d: np.ndarray) -> tuple[Guarded, dict[str, Priced]]:
+    """Each running query's change only when its QoS gain covers its migration's price (``policies.migration_cost``)."""
+    if running is None or setup.migration.exchange.free:
+        return guarded, {}
+    held = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False).query_memory
+    new = settings_of(problem, guarded.fw, guarded.fg)
+    costs = {q: _migration_cost(setup, q, new[q], float(held[i])) for i, q in enumerate(problem.queries) if q in snapshot.running}
+    return price_changes(problem, setup.bounds, guarded, running, stream_d, costs, setup.migration.exchange)
+
+
+def _migration_cost(setup: Setup, query: str, new: QuerySettings, old_state_bytes: float) -> MigrationCost:
+    window = longest_window(setup.plan, query, new) * setup.time_unit_seconds
+    if setup.migration.strategy == "genmig":
+        delay, trigger = setup.migration.timings.get(query, (0.0, 0.0))
+        return migration_cost.genmig(window, delay, trigger, old_state_bytes)
+    if setup.migration.strategy == "naive-restart":
+        return migration_cost.restart(window)
+    return migration_cost.instant()
 
 
 def _running(problem: Problem, snapshot: Snapshot) -> Running | None:

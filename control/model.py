@@ -13,7 +13,7 @@ when a measured selectivity or a join order moves. Pure: no clock, no IO.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -22,6 +22,7 @@ from armd.costmodel.plan import PlanSet
 from armd.policies.base import Policy
 from armd.policies.guardrails import Guardrails
 from armd.policies.join_order import plan_in_order
+from armd.policies.migration_cost import Exchange
 from armd.policies.problem import Bounds, Problem
 from armd.policies.triggers import ArrivalTracker, RateTracker
 
@@ -38,6 +39,17 @@ class JoinRule:
     cooldown: float
     """In model time units."""
     shape: str
+
+
+@dataclass(frozen=True)
+class Migrations:
+    """How the applying side puts settings into force, for pricing a change's migration."""
+
+    strategy: str = "instant"
+    """``genmig``, ``naive-restart`` or ``instant`` (the simulated plant)."""
+    exchange: Exchange = Exchange()
+    timings: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per Spark query: (watermark delay, trigger interval) in seconds."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,8 @@ class Setup:
     observe_seconds: float
     time_unit_seconds: float = 1.0
     """Seconds per model time unit (d and windows are in model units, arrival counts in seconds)."""
+    migration: Migrations = field(default_factory=lambda: Migrations())
+    """How settings go into force and what a migration is worth (``policies.migration_cost``)."""
 
 
 @dataclass(frozen=True)

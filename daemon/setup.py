@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from armd.control.model import JoinRule, Setup
+from armd.control.model import JoinRule, Migrations, Setup
 from armd.control.ports import NodeRow, QueryRow, StreamRow
 from armd.policies.registry import make_policy
 from armd.policies.triggers import TriggerRules, window_of_alpha
@@ -32,7 +32,14 @@ def setup_of(config: Config, *, join_orders: bool) -> Setup:
         rails=replace(config.guardrails, cooldown=config.guardrails.cooldown / unit),
         policy=make_policy(config.policy.name, config.policy.params), decide_period=config.schedule.decide_seconds / unit,
         joins=joins, estimate_factor=config.alerting.estimate_factor, stale_intervals=config.alerting.stale_intervals,
-        observe_seconds=config.schedule.observe_seconds, time_unit_seconds=unit)
+        observe_seconds=config.schedule.observe_seconds, time_unit_seconds=unit, migration=migrations(config))
+
+
+def migrations(config: Config) -> Migrations:
+    """How ``config`` puts settings into force: GenMig or a restart on Spark, in place on the simulated plant."""
+    strategy = config.spark.migration if config.source.kind == "spark" else "instant"
+    timings = {q: (m.watermark_delay_seconds, m.trigger_seconds) for q, m in config.managed.items()}
+    return Migrations(strategy, config.migration_cost, timings)
 
 
 def trigger_rules(config: Config) -> TriggerRules:

@@ -16,13 +16,14 @@ from typing import Any, Callable, Mapping
 from armd.adapters.alerts.hooks import AlertHook
 from armd.costmodel.plan import PlanSet
 from armd.policies.guardrails import Guardrails
+from armd.policies.migration_cost import Exchange
 from armd.policies.problem import Bounds
 from armd.policies.qos import QueryQoS
 
 from .keys import public_view
 from .masking import redact_text
 from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, GuardrailsKeys, HookKeys, ManagedQueryConfig,
-                       MetricsConfig, ModelConfig, PolicyConfig, QueryKeys, ScheduleConfig, SourceConfig, SparkConfig,
+                       MetricsConfig, MigrationCostKeys, ModelConfig, PolicyConfig, QueryKeys, ScheduleConfig, SourceConfig, SparkConfig,
                        StoreConfig, TriggerConfig)
 
 PART = "armd.section"
@@ -72,6 +73,8 @@ class Config:
     """How each plan query runs on Spark (with ``source.kind = "spark"``; empty otherwise)."""
     apply: ApplyConfig = part("apply", default_factory=ApplyConfig)
     """Retries of apply errors."""
+    migration_cost: Exchange = part("migration_cost", MigrationCostKeys, default_factory=lambda: Exchange(0.002, 0.001))
+    """What a migration's extra state and output gap are worth in QoS units."""
     secrets: frozenset[str] = frozenset()
     """Values that must never be shown: the store password, hook secrets, what the environment put into them."""
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from armd.adapters.alerts.hooks import AlertHook
 from armd.costmodel.plan import PlanSet
 from armd.policies.guardrails import Guardrails
+from armd.policies.migration_cost import Exchange
 from armd.policies.problem import Bounds
 from armd.policies.registry import make_policy
 from armd.policies.triggers import TriggerRules
@@ -32,7 +33,7 @@ from .managed import check_fixed_join_windows, read_managed, read_spark
 from .plan import calibrate, read_plan, read_queries
 from .reader import REQUIRED, Table
 from .redaction import find_secrets
-from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, Burst, GuardrailsKeys, HookKeys,
+from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, Burst, GuardrailsKeys, HookKeys, MigrationCostKeys,
                        MetricsConfig, ModelConfig, PolicyConfig, RateStep, ScheduleConfig, SourceConfig,
                        StoreConfig, SyntheticStream, TriggerConfig)
 
@@ -88,6 +89,7 @@ def _read(top: Table) -> Config:
         metrics=MetricsConfig(**top.section("metrics", MetricsConfig).read(MetricsConfig)),
         managed=managed,
         apply=_apply(top.section("apply", ApplyConfig)),
+        migration_cost=_migration_cost(top.section("migration_cost", MigrationCostKeys)),
     )
 
 
@@ -102,6 +104,11 @@ def _core(t: Table, make: Callable[[], Any]) -> Any:
 def _bounds(t: Table) -> Bounds:
     values = t.read(BoundsKeys)
     return _core(t, lambda: into(Bounds, BoundsKeys, values))
+
+
+def _migration_cost(t: Table) -> Exchange:
+    values = t.read(MigrationCostKeys)
+    return _core(t, lambda: into(Exchange, MigrationCostKeys, values))
 
 
 def _guardrails(t: Table) -> Guardrails:

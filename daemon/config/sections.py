@@ -221,6 +221,16 @@ class TriggerConfig:
 
 
 @dataclass(frozen=True)
+class MigrationCostKeys:
+    """``[migration_cost]``, read into the core's ``Exchange``: what a migration's costs are worth in QoS units."""
+
+    qos_per_bound_second: float = setting(0.002, rule=at_most(NON_NEGATIVE, 1e6), doc="QoS units a migration costs per second "
+                                          "it holds extra state as large as the memory bound (in proportion for less); 0: free.")
+    qos_per_gap_second: float = setting(0.001, rule=at_most(NON_NEGATIVE, 1e6), doc="QoS units a migration costs per second "
+                                        "of output gap (a restart's first window); 0: free.")
+
+
+@dataclass(frozen=True)
 class ScheduleConfig:
     observe_seconds: float = setting(1.0, rule=in_range(0.01, DAY, "10 ms to a day"), doc="Interval between observations.")
     decide_seconds: float = setting(30.0, rule=in_range(0.01, YEAR, "10 ms to a year"), doc="Longest interval between decisions when no trigger "
