@@ -31,18 +31,19 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 import numpy as np
 
 from armd.policies.admission import Admission, admit
+from armd.policies.forecast import RateHistory
 from armd.policies.base import PolicyInput
 from armd.policies.guardrails import Guarded, Running, guard
 from armd.policies.join_order import JoinOrderState, JoinStats
 from armd.policies.join_order import decide as decide_join_order
-from armd.policies import migration_cost
-from armd.policies.migration_cost import MigrationCost, Priced, price_changes
 from armd.policies.problem import Problem
 from armd.policies.staging import Staging, stage
 from armd.policies.trajectory import predict
 from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, decision_due
 
+from .forecasting import forecast_d
 from .model import Model, Setup, build_model, estimate_rows, fractions_of, key_match, longest_window, same_settings, settings_of
+from .pricing import price
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
@@ -84,6 +85,8 @@ class CycleState:
     estimate_over: bool = False
     """The latest estimate of the settings in force exceeds the bounds (cleared by a decision)."""
     watch: WatchState = field(default_factory=WatchState)
+    history: RateHistory = field(default_factory=RateHistory)
+    """The last observed rates per stream, for the forecast (kept only while forecasting is on)."""
 
     def admitted(self, model: Model) -> list[str]:
         """The active queries, in the model's order."""
@@ -203,6 +206,10 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     rates = state.rates.observe({s.stream: (s.rows, s.interval_seconds) for s in observation.streams
                                  if s.stream in model.stream_names}, setup.time_unit_seconds)
     seconds = max((s.interval_seconds for s in observation.streams), default=setup.observe_seconds)
+    history = state.history
+    if setup.forecast.enabled:
+        history = replace(history, limit=setup.forecast.history).add(now * setup.time_unit_seconds, {
+            s.stream: s.rows / s.interval_seconds for s in observation.streams if s.interval_seconds > 0 and s.stream in model.stream_names})
     selectivities = state.selectivities.observe({
         node: sel for q in observation.queries if q.query in admitted
         for node, sel in q.selectivities.items() if node in plan.nodes and plan.nodes[node].sel is not None
@@ -230,7 +237,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
         events += over + off
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
-                    watch=watch)
+                    watch=watch, history=history)
     return Observed(state, rows, measured, events)
 
 
@@ -352,6 +359,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
             timer: Callable[[], float]) -> Tick:
     """Decide, guard and stage; the desired settings of every query whose settings or join order change."""
     problem, bounds, rails, now, at = model.problem_of(admitted), setup.bounds, setup.rails, snapshot.now, snapshot.at
+    stream_d, forecasts = forecast_d(setup, model, state.history, snapshot.running, admitted, stream_d)
     in_force = snapshot.running
     changed = None if changes.queries or changes.bounds or changes.model else state.rates.drifted()
     policy_state = None if changes.model else state.policy_state  # a rebuilt model makes the old state meaningless
@@ -359,7 +367,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     decision = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d)
-    guarded, priced = _price(setup, problem, guarded, running, snapshot, stream_d)
+    guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d)
     duration_ms = (timer() - started) * 1e3
 
     proposed = settings_of(problem, decision.fw, decision.fg)
@@ -384,7 +392,8 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         proposed=proposed, applied=applied, cooling=cooling, trajectory=trajectory, staging=staging,
         join_orders={q: c.details for q, c in joins.items()}, changes_something=bool(settings_changes or joins),
         duration_ms=duration_ms)
-    record = replace(record, outputs={**record.outputs, "migration_cost": json_safe({q: p.as_json() for q, p in priced.items()})})
+    record = replace(record, outputs={**record.outputs, "migration_cost": json_safe({q: p.as_json() for q, p in priced.items()}),
+                                      "forecast": json_safe(forecasts)})
     estimates = [EstimateRow(q, memory[q], float(guarded.outcome.query_cpu[i])) for i, q in enumerate(problem.queries)]
     estimates.append(EstimateRow(None, float(guarded.outcome.total_memory), float(guarded.outcome.total_cpu)))
     orders = orders_for_model(snapshot.orders, snapshot.desired)
@@ -405,27 +414,6 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
                     rates=state.rates.decide_with(), last_decision_at=now)
     return replace(done, state=state, decision=record, estimates=tuple(estimates), guarded=guarded, changes=settings_changes,
                    staging=staging, join_orders=tuple(proposals), desired=desired, events=tuple(events))
-
-
-def _price(setup: Setup, problem: Problem, guarded: Guarded, running: Running | None, snapshot: Snapshot,
-           stream_d: np.ndarray) -> tuple[Guarded, dict[str, Priced]]:
-    """Each running query's change only when its QoS gain covers its migration's price (``policies.migration_cost``)."""
-    if running is None or setup.migration.exchange.free:
-        return guarded, {}
-    held = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False).query_memory
-    new = settings_of(problem, guarded.fw, guarded.fg)
-    costs = {q: _migration_cost(setup, q, new[q], float(held[i])) for i, q in enumerate(problem.queries) if q in snapshot.running}
-    return price_changes(problem, setup.bounds, guarded, running, stream_d, costs, setup.migration.exchange)
-
-
-def _migration_cost(setup: Setup, query: str, new: QuerySettings, old_state_bytes: float) -> MigrationCost:
-    window = longest_window(setup.plan, query, new) * setup.time_unit_seconds
-    if setup.migration.strategy == "genmig":
-        delay, trigger = setup.migration.timings.get(query, (0.0, 0.0))
-        return migration_cost.genmig(window, delay, trigger, old_state_bytes)
-    if setup.migration.strategy == "naive-restart":
-        return migration_cost.restart(window)
-    return migration_cost.instant()
 
 
 def _running(problem: Problem, snapshot: Snapshot) -> Running | None:

@@ -21,6 +21,7 @@ import numpy as np
 from armd.costmodel.plan import PlanSet
 from armd.policies.base import Policy
 from armd.policies.guardrails import Guardrails
+from armd.policies.forecast import ForecastRules
 from armd.policies.join_order import plan_in_order
 from armd.policies.migration_cost import Exchange
 from armd.policies.problem import Bounds, Problem
@@ -75,6 +76,8 @@ class Setup:
     time_unit_seconds: float = 1.0
     """Seconds per model time unit (d and windows are in model units, arrival counts in seconds)."""
     migration: Migrations = field(default_factory=lambda: Migrations())
+    forecast: ForecastRules = ForecastRules()
+    """Whether decisions use each stream's rate forecast at the adaptation horizon (``policies.forecast``)."""
     """How settings go into force and what a migration is worth (``policies.migration_cost``)."""
 
 

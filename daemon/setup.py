@@ -32,7 +32,8 @@ def setup_of(config: Config, *, join_orders: bool) -> Setup:
         rails=replace(config.guardrails, cooldown=config.guardrails.cooldown / unit),
         policy=make_policy(config.policy.name, config.policy.params), decide_period=config.schedule.decide_seconds / unit,
         joins=joins, estimate_factor=config.alerting.estimate_factor, stale_intervals=config.alerting.stale_intervals,
-        observe_seconds=config.schedule.observe_seconds, time_unit_seconds=unit, migration=migrations(config))
+        observe_seconds=config.schedule.observe_seconds, time_unit_seconds=unit, migration=migrations(config),
+        forecast=config.forecast)
 
 
 def migrations(config: Config) -> Migrations:

@@ -16,13 +16,14 @@ from typing import Any, Callable, Mapping
 from armd.adapters.alerts.hooks import AlertHook
 from armd.costmodel.plan import PlanSet
 from armd.policies.guardrails import Guardrails
+from armd.policies.forecast import ForecastRules
 from armd.policies.migration_cost import Exchange
 from armd.policies.problem import Bounds
 from armd.policies.qos import QueryQoS
 
 from .keys import public_view
 from .masking import redact_text
-from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, GuardrailsKeys, HookKeys, ManagedQueryConfig,
+from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, ForecastKeys, GuardrailsKeys, HookKeys, ManagedQueryConfig,
                        MetricsConfig, MigrationCostKeys, ModelConfig, PolicyConfig, QueryKeys, ScheduleConfig, SourceConfig, SparkConfig,
                        StoreConfig, TriggerConfig)
 
@@ -75,6 +76,8 @@ class Config:
     """Retries of apply errors."""
     migration_cost: Exchange = part("migration_cost", MigrationCostKeys, default_factory=lambda: Exchange(0.002, 0.001))
     """What a migration's extra state and output gap are worth in QoS units."""
+    forecast: ForecastRules = part("forecast", ForecastKeys, default_factory=ForecastRules)
+    """Whether decisions use the rates forecast at the adaptation horizon."""
     secrets: frozenset[str] = frozenset()
     """Values that must never be shown: the store password, hook secrets, what the environment put into them."""
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from armd.adapters.alerts.hooks import AlertHook
 from armd.costmodel.plan import PlanSet
 from armd.policies.guardrails import Guardrails
+from armd.policies.forecast import ForecastRules
 from armd.policies.migration_cost import Exchange
 from armd.policies.problem import Bounds
 from armd.policies.registry import make_policy
@@ -33,7 +34,7 @@ from .managed import check_fixed_join_windows, read_managed, read_spark
 from .plan import calibrate, read_plan, read_queries
 from .reader import REQUIRED, Table
 from .redaction import find_secrets
-from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, Burst, GuardrailsKeys, HookKeys, MigrationCostKeys,
+from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, Burst, ForecastKeys, GuardrailsKeys, HookKeys, MigrationCostKeys,
                        MetricsConfig, ModelConfig, PolicyConfig, RateStep, ScheduleConfig, SourceConfig,
                        StoreConfig, SyntheticStream, TriggerConfig)
 
@@ -90,6 +91,7 @@ def _read(top: Table) -> Config:
         managed=managed,
         apply=_apply(top.section("apply", ApplyConfig)),
         migration_cost=_migration_cost(top.section("migration_cost", MigrationCostKeys)),
+        forecast=_forecast(top.section("forecast", ForecastKeys)),
     )
 
 
@@ -109,6 +111,11 @@ def _bounds(t: Table) -> Bounds:
 def _migration_cost(t: Table) -> Exchange:
     values = t.read(MigrationCostKeys)
     return _core(t, lambda: into(Exchange, MigrationCostKeys, values))
+
+
+def _forecast(t: Table) -> ForecastRules:
+    values = t.read(ForecastKeys)
+    return _core(t, lambda: into(ForecastRules, ForecastKeys, values))
 
 
 def _guardrails(t: Table) -> Guardrails:

@@ -231,6 +231,19 @@ class MigrationCostKeys:
 
 
 @dataclass(frozen=True)
+class ForecastKeys:
+    """``[forecast]``, read into the core's ``ForecastRules``: deciding against each stream's forecast rate."""
+
+    enabled: bool = setting(False, doc="Decide against each stream's rate forecast (Holt's method) at the horizon, when "
+                            "it is above the measured rate.")
+    horizon_seconds: float | None = setting(None, rule=at_most(NON_NEGATIVE, DAY, "a day"), doc="How far ahead to forecast; "
+                                            "default: the adaptation delay (longest window in force + watermark delay).")
+    history: int = setting(60, rule=at_most(AT_LEAST_ONE, 10_000), doc="Observations the forecast is fitted on (the latest).")
+    min_history: int = setting(10, rule=at_most(AT_LEAST_ONE, 10_000), doc="With fewer observations the forecast is the last "
+                               "rate; at least 4 and at most ``history``.")
+
+
+@dataclass(frozen=True)
 class ScheduleConfig:
     observe_seconds: float = setting(1.0, rule=in_range(0.01, DAY, "10 ms to a day"), doc="Interval between observations.")
     decide_seconds: float = setting(30.0, rule=in_range(0.01, YEAR, "10 ms to a year"), doc="Longest interval between decisions when no trigger "
