@@ -339,7 +339,8 @@ def _choose_join_orders(setup: Setup, model: Model, state: CycleState, snapshot:
                               sizes={s: setup.plan.streams[s].size for s in rates},
                               granularity=min(setup.plan.streams[s].g for s in rates))
             outcome = decide_join_order(current, stats, snapshot.now, state.join_states.get(query), margin=rule.margin,
-                                        cooldown=rule.cooldown, shape=rule.shape, constants=setup.plan.constants)
+                                        cooldown=rule.cooldown, shape=rule.shape, constants=setup.plan.constants,
+                                        payback=rule.payback)
         except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
             failures.append(Failure("join_order_failed", query, f"choosing the join order of {query!r} failed: {exc}", exc))
             continue

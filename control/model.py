@@ -40,6 +40,8 @@ class JoinRule:
     cooldown: float
     """In model time units."""
     shape: str
+    payback: float | None = None
+    """In model time units: the saving must pay the migration back within it (None: the migration is not priced)."""
 
 
 @dataclass(frozen=True)

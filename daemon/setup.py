@@ -24,7 +24,8 @@ def setup_of(config: Config, *, join_orders: bool) -> Setup:
     """The cycle's setup for ``config``; ``join_orders``: whether a join-order port is wired (else no join is reordered)."""
     unit = config.model.time_unit_seconds
     joins = {
-        q: JoinRule(tuple(m.join_order.order), m.join_order.margin, m.join_order.cooldown_seconds / unit, m.join_order.shape)
+        q: JoinRule(tuple(m.join_order.order), m.join_order.margin, m.join_order.cooldown_seconds / unit, m.join_order.shape,
+                    None if m.join_order.payback_seconds is None else m.join_order.payback_seconds / unit)
         for q, m in config.managed.items() if m.join_order is not None
     } if join_orders else {}
     return Setup(

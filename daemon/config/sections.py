@@ -155,6 +155,9 @@ class JoinOrderConfig:
     cooldown_seconds: float = setting(60.0, rule=at_most(NON_NEGATIVE, YEAR, "a year"), doc="Least time between two join-order migrations of "
                                       "the query.")
     shape: str = setting("left-deep", choices=SHAPES, doc="Orders the policy considers: ``left-deep`` or ``bushy``.")
+    payback_seconds: float | None = setting(None, rule=at_most(POSITIVE, YEAR, "a year"), doc="A new order's CPU saving must "
+                                            "pay back the migration (paper 003's Parallel Track: the old tree runs on for one "
+                                            "window per level of joins, at most two) within this time; default: not priced.")
 
 
 @dataclass(frozen=True)
