@@ -12,8 +12,11 @@ What used to travel between the scheduler's steps in flags is explicit:
 model), ``CycleState`` is what the cycle remembers between ticks (smoothed
 statistics, the policy's state, admission verdicts, the watchers' state).
 
-Every change goes the same way: decide → guard → stage → desired. Window
-and granularity settings come from the QoS policy through the guardrails;
+Every change goes the same way: decide → guard → price → stage → desired.
+The policy decides on the smoothed rates, or on the rates forecast at the
+adaptation delay when forecasting is on (``forecasting``); a change whose
+QoS gain does not cover its migration's price is taken back (``pricing``).
+Window and granularity settings come from the QoS policy through the guardrails;
 JISC join orders from the join-order policy (its margin and cool-down are
 its guardrails). Staging marks which changes may start migrating now. The
 result is one ``DesiredSettings`` per changed query, with the next
@@ -31,8 +34,8 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 import numpy as np
 
 from armd.policies.admission import Admission, admit
-from armd.policies.forecast import RateHistory
 from armd.policies.base import PolicyInput
+from armd.policies.forecast import RateHistory
 from armd.policies.guardrails import Guarded, Running, guard
 from armd.policies.join_order import JoinOrderState, JoinStats
 from armd.policies.join_order import decide as decide_join_order
@@ -43,8 +46,8 @@ from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, de
 
 from .forecasting import forecast_d
 from .model import Model, Setup, build_model, estimate_rows, fractions_of, key_match, longest_window, same_settings, settings_of
-from .pricing import price
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
+from .pricing import price
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
