@@ -12,8 +12,11 @@ What used to travel between the scheduler's steps in flags is explicit:
 model), ``CycleState`` is what the cycle remembers between ticks (smoothed
 statistics, the policy's state, admission verdicts, the watchers' state).
 
-Every change goes the same way: decide → guard → stage → desired. Window
-and granularity settings come from the QoS policy through the guardrails;
+Every change goes the same way: decide → guard → price → stage → desired.
+The policy decides on the smoothed rates, or on the rates forecast at the
+adaptation delay when forecasting is on (``forecasting``); a change whose
+QoS gain does not cover its migration's price is taken back (``pricing``).
+Window and granularity settings come from the QoS policy through the guardrails;
 JISC join orders from the join-order policy (its margin and cool-down are
 its guardrails). Staging marks which changes may start migrating now. The
 result is one ``DesiredSettings`` per changed query, with the next
@@ -32,18 +35,21 @@ import numpy as np
 
 from armd.policies.admission import Admission, admit
 from armd.policies.base import PolicyInput
+from armd.policies.forecast import RateHistory
 from armd.policies.guardrails import Guarded, Running, guard
 from armd.policies.join_order import JoinOrderState, JoinStats
 from armd.policies.join_order import decide as decide_join_order
 from armd.policies.problem import Problem
 from armd.policies.staging import Staging, stage
 from armd.policies.trajectory import predict
-from armd.policies.triggers import RateTracker, decision_due
+from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, decision_due
 
 from . import feedback
+from .forecasting import forecast_d
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, fractions_of, key_match, longest_window, same_settings,
                     settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
+from .pricing import price
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
@@ -69,8 +75,8 @@ class Changes:
 class CycleState:
     """What the cycle remembers from one tick to the next."""
 
-    rates: RateTracker
-    """Smoothed d per stream."""
+    rates: ArrivalTracker
+    """Arrival counts and smoothed d per stream."""
     selectivities: RateTracker
     """Smoothed measured selectivity per plan node."""
     pair_selectivities: Mapping[str, RateTracker] = field(default_factory=dict)
@@ -86,22 +92,25 @@ class CycleState:
     watch: WatchState = field(default_factory=WatchState)
     feedback: feedback.FeedbackState = field(default_factory=feedback.FeedbackState)
     """Measured / estimated ratios per query and what the last decision promised (``control/feedback.py``)."""
+    history: RateHistory = field(default_factory=RateHistory)
+    """The last observed rates per stream, for the forecast (kept only while forecasting is on)."""
 
     def admitted(self, model: Model) -> list[str]:
         """The active queries, in the model's order."""
         return [q for q in model.full.queries if self.status.get(q) == "active"]
 
-    def reconfigured(self, alpha: float, threshold: float, nodes: Collection[str], joins: Collection[str],
+    def reconfigured(self, rules: TriggerRules, nodes: Collection[str], joins: Collection[str],
                      keep_policy_state: bool) -> CycleState:
         """After a reload: the smoothing rules given, measurements kept only for the plan ``nodes`` and JISC ``joins`` still
         configured, the policy's state only when the policy is the same."""
         sels = self.selectivities
         return replace(
             self, policy_state=self.policy_state if keep_policy_state else None,
-            rates=RateTracker(alpha, threshold, self.rates.smoothed, self.rates.decided),
-            selectivities=RateTracker(alpha, threshold, {n: v for n, v in sels.smoothed.items() if n in nodes},
-                                      {n: v for n, v in sels.decided.items() if n in nodes}),
-            pair_selectivities={q: t for q, t in self.pair_selectivities.items() if q in joins})
+            rates=replace(self.rates, rules=rules),
+            selectivities=replace(RateTracker.of(rules), smoothed={n: v for n, v in sels.smoothed.items() if n in nodes},
+                                  decided={n: v for n, v in sels.decided.items() if n in nodes}),
+            pair_selectivities={q: replace(t, threshold=rules.threshold, window_seconds=rules.window_seconds)
+                                for q, t in self.pair_selectivities.items() if q in joins})
 
 
 @dataclass(frozen=True)
@@ -182,8 +191,8 @@ class Tick:
     """Queries rejected before and admitted now that room has freed (their verdicts are among ``admissions``)."""
 
 
-def initial_state(alpha: float, threshold: float) -> CycleState:
-    return CycleState(RateTracker(alpha, threshold), RateTracker(alpha, threshold))
+def initial_state(rules: TriggerRules) -> CycleState:
+    return CycleState(ArrivalTracker(rules), RateTracker.of(rules))
 
 
 def orders_for_model(orders: Mapping[str, tuple[int, Any]], desired: Mapping[str, DesiredSettings]) -> dict[str, Any]:
@@ -203,15 +212,21 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     """Fold one observation into the smoothed statistics, estimate the settings in force and watch the measurements."""
     admitted = state.admitted(model)
     plan = setup.plan
-    rates = state.rates.observe({s.stream: s.d for s in observation.streams if s.rows > 0 and s.stream in model.stream_names})
+    rates = state.rates.observe({s.stream: (s.rows, s.interval_seconds) for s in observation.streams
+                                 if s.stream in model.stream_names}, setup.time_unit_seconds)
+    seconds = max((s.interval_seconds for s in observation.streams), default=setup.observe_seconds)
+    history = state.history
+    if setup.forecast.enabled:
+        history = replace(history, limit=setup.forecast.history).add(now * setup.time_unit_seconds, {
+            s.stream: s.rows / s.interval_seconds for s in observation.streams if s.interval_seconds > 0 and s.stream in model.stream_names})
     selectivities = state.selectivities.observe({
         node: sel for q in observation.queries if q.query in admitted
         for node, sel in q.selectivities.items() if node in plan.nodes and plan.nodes[node].sel is not None
-    })
+    }, seconds)
     pairs = dict(state.pair_selectivities)
     for q in observation.queries:
         if q.pair_selectivities and q.query in admitted:
-            pairs[q.query] = (pairs.get(q.query) or RateTracker(rates.alpha, rates.threshold)).observe(q.pair_selectivities)
+            pairs[q.query] = (pairs.get(q.query) or RateTracker.of(rates.rules)).observe(q.pair_selectivities, seconds)
     rows: list[EstimateRow] = []
     estimate_over = state.estimate_over
     if admitted and running:
@@ -241,7 +256,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         state = replace(state, feedback=loop)
         events += checked
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
-                    watch=watch)
+                    watch=watch, history=history)
     return Observed(state, rows, measured, events)
 
 
@@ -370,7 +385,8 @@ def _choose_join_orders(setup: Setup, model: Model, state: CycleState, snapshot:
                               sizes={s: setup.plan.streams[s].size for s in rates},
                               granularity=min(setup.plan.streams[s].g for s in rates))
             outcome = decide_join_order(current, stats, snapshot.now, state.join_states.get(query), margin=rule.margin,
-                                        cooldown=rule.cooldown, shape=rule.shape, constants=setup.plan.constants)
+                                        cooldown=rule.cooldown, shape=rule.shape, constants=setup.plan.constants,
+                                        payback=rule.payback)
         except Exception as exc:  # noqa: BLE001 - one query's failure must not stop the others
             failures.append(Failure("join_order_failed", query, f"choosing the join order of {query!r} failed: {exc}", exc))
             continue
@@ -396,6 +412,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         changes |= Changes(queries=True)
     problem = feedback.corrected(model.problem_of(admitted), state.feedback, setup.feedback)
     bounds, rails, now, at = setup.bounds, setup.rails, snapshot.now, snapshot.at
+    stream_d, forecasts = forecast_d(setup, model, state.history, snapshot.running, admitted, stream_d)
     in_force = snapshot.running
     changed = None if changes.queries or changes.bounds or changes.model else state.rates.drifted()
     if feedback.signature(problem) != state.feedback.decided:
@@ -405,6 +422,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     decision = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
+    guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d)
     duration_ms = (timer() - started) * 1e3
 
     proposed = settings_of(problem, decision.fw, decision.fg, decision.fd)
@@ -430,6 +448,8 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         duration_ms=duration_ms,
         feedback={"enabled": setup.feedback.enabled, "factors": feedback.as_json(problem),
                   "measured_memory_bytes": state.feedback.measured_total, "held_bytes": held})
+    record = replace(record, outputs={**record.outputs, "migration_cost": json_safe({q: p.as_json() for q, p in priced.items()}),
+                                      "forecast": json_safe(forecasts)})
     estimates = [EstimateRow(q, memory[q], float(guarded.outcome.query_cpu[i])) for i, q in enumerate(problem.queries)]
     estimates.append(EstimateRow(None, float(guarded.outcome.total_memory), float(guarded.outcome.total_cpu)))
     orders = orders_for_model(snapshot.orders, snapshot.desired)

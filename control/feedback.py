@@ -53,6 +53,8 @@ class FeedbackRules:
     cpu: bool = False
     """Correct CPU too (meaningful only when the model is calibrated: estimates in seconds per time unit)."""
     time_unit_seconds: float = 1.0
+    deadband: float = 0.15
+    """A factor within this relative distance of the one the last decision used is kept at that one."""
 
 
 @dataclass(frozen=True)
@@ -186,13 +188,20 @@ def factors(state: FeedbackState, rules: FeedbackRules, queries: Sequence[str]) 
     memory, cpu = np.ones(len(queries)), np.ones(len(queries))
     if not rules.enabled:
         return memory, cpu
+    used = {q: (m, c) for q, m, c in state.decided}
     for i, q in enumerate(queries):
         f = state.queries.get(q)
         if f is None:
             continue
         memory[i] = max(f.memory, f.last_memory) if state.over_since is not None and f.last_memory is not None else f.memory
         cpu[i] = f.cpu
+        if q in used:  # noise around the factor a decision used is no reason to decide (and migrate) again
+            memory[i], cpu[i] = _kept(memory[i], used[q][0], rules.deadband), _kept(cpu[i], used[q][1], rules.deadband)
     return memory, cpu
+
+
+def _kept(factor: float, used: float, deadband: float) -> float:
+    return used if abs(factor - used) <= deadband * used else factor
 
 
 def corrected(problem: Problem, state: FeedbackState, rules: FeedbackRules) -> Problem:

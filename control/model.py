@@ -13,7 +13,7 @@ when a measured selectivity or a join order moves. Pure: no clock, no IO.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -21,9 +21,11 @@ import numpy as np
 from armd.costmodel.plan import PlanSet
 from armd.policies.base import Policy
 from armd.policies.guardrails import Guardrails
+from armd.policies.forecast import ForecastRules
 from armd.policies.join_order import plan_in_order
+from armd.policies.migration_cost import Exchange
 from armd.policies.problem import Bounds, Problem
-from armd.policies.triggers import RateTracker
+from armd.policies.triggers import ArrivalTracker, RateTracker
 
 from .feedback import FeedbackRules
 from .ports import EstimateRow, QuerySettings
@@ -39,6 +41,19 @@ class JoinRule:
     cooldown: float
     """In model time units."""
     shape: str
+    payback: float | None = None
+    """In model time units: the saving must pay the migration back within it (None: the migration is not priced)."""
+
+
+@dataclass(frozen=True)
+class Migrations:
+    """How the applying side puts settings into force, for pricing a change's migration."""
+
+    strategy: str = "instant"
+    """``genmig``, ``naive-restart`` or ``instant`` (the simulated plant)."""
+    exchange: Exchange = Exchange()
+    timings: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per Spark query: (watermark delay, trigger interval) in seconds."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +78,12 @@ class Setup:
     observe_seconds: float
     feedback: FeedbackRules = FeedbackRules()
     """How measurements correct the model (``control/feedback.py``)."""
+    time_unit_seconds: float = 1.0
+    """Seconds per model time unit (d and windows are in model units, arrival counts in seconds)."""
+    migration: Migrations = field(default_factory=lambda: Migrations())
+    """How settings go into force and what a migration is worth (``policies.migration_cost``)."""
+    forecast: ForecastRules = ForecastRules()
+    """Whether decisions use each stream's rate forecast at the adaptation horizon (``policies.forecast``)."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +101,7 @@ class Model:
         index = {q: i for i, q in enumerate(self.full.queries)}
         return self.full.subproblem(np.array(sorted(index[q] for q in queries), dtype=np.intp))
 
-    def current_d(self, rates: RateTracker) -> np.ndarray:
+    def current_d(self, rates: ArrivalTracker | RateTracker) -> np.ndarray:
         smoothed = rates.smoothed
         return np.array([smoothed.get(s, d) for s, d in zip(self.stream_names, self.plan_d)], dtype=float)
 

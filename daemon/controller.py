@@ -45,7 +45,7 @@ from armd.policies.problem import Problem
 from .config import Config
 from .metrics import NoMetrics
 from .names import node_labels
-from .setup import config_rows, setup_of
+from .setup import config_rows, setup_of, trigger_rules
 
 
 def utcnow() -> datetime:
@@ -68,7 +68,7 @@ class Controller:
         """The plan version in force per query, as the applying side last reported."""
         self.changes = Changes(queries=True)
         """What moved since the last decision; the next decision step hands it to the cycle."""
-        self.state = initial_state(config.triggers.alpha, config.triggers.threshold)
+        self.state = initial_state(trigger_rules(config))
         self.desired: dict[str, DesiredSettings] = self._read("read_desired", "desired_settings")
         self._install(config)
         self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
@@ -94,7 +94,7 @@ class Controller:
         queries_changed = old.plan_doc != config.plan_doc or dict(old.qos) != dict(config.qos)
         self.changes |= Changes(queries=queries_changed, bounds=old.bounds != config.bounds)
         self.state = self.state.reconfigured(
-            config.triggers.alpha, config.triggers.threshold, {n for n, node in config.plan.nodes.items() if node.sel is not None},
+            trigger_rules(config), {n for n, node in config.plan.nodes.items() if node.sel is not None},
             {q for q, m in config.managed.items() if m.join_order is not None}, keep_policy_state=old.policy == config.policy)
         if old.plan != config.plan:  # the ratios measured what the old plan's estimates missed
             self.state = replace(self.state, feedback=FeedbackState())

@@ -12,18 +12,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 from armd.control.feedback import FeedbackRules
-from armd.control.model import JoinRule, Setup
+from armd.control.model import JoinRule, Migrations, Setup
 from armd.control.ports import NodeRow, QueryRow, StreamRow
 from armd.policies.registry import make_policy
+from armd.policies.triggers import TriggerRules, window_of_alpha
 
 from .config import Config
+from .config.sections import DEFAULT_WINDOW_SECONDS
 
 
 def setup_of(config: Config, *, join_orders: bool) -> Setup:
     """The cycle's setup for ``config``; ``join_orders``: whether a join-order port is wired (else no join is reordered)."""
     unit = config.model.time_unit_seconds
     joins = {
-        q: JoinRule(tuple(m.join_order.order), m.join_order.margin, m.join_order.cooldown_seconds / unit, m.join_order.shape)
+        q: JoinRule(tuple(m.join_order.order), m.join_order.margin, m.join_order.cooldown_seconds / unit, m.join_order.shape,
+                    None if m.join_order.payback_seconds is None else m.join_order.payback_seconds / unit)
         for q, m in config.managed.items() if m.join_order is not None
     } if join_orders else {}
     return Setup(
@@ -33,7 +36,26 @@ def setup_of(config: Config, *, join_orders: bool) -> Setup:
         joins=joins, estimate_factor=config.alerting.estimate_factor, stale_intervals=config.alerting.stale_intervals,
         observe_seconds=config.schedule.observe_seconds,
         feedback=FeedbackRules(config.feedback.enabled, config.feedback.window_seconds / unit, config.feedback.min_ratio,
-                               config.feedback.max_ratio, config.feedback.cpu, unit))
+                               config.feedback.max_ratio, config.feedback.cpu, unit,
+                               config.feedback.deadband),
+        time_unit_seconds=unit, migration=migrations(config), forecast=config.forecast)
+
+
+def migrations(config: Config) -> Migrations:
+    """How ``config`` puts settings into force: GenMig or a restart on Spark, in place on the simulated plant."""
+    strategy = config.spark.migration if config.source.kind == "spark" else "instant"
+    timings = {q: (m.watermark_delay_seconds, m.trigger_seconds) for q, m in config.managed.items()}
+    return Migrations(strategy, config.migration_cost, timings)
+
+
+def trigger_rules(config: Config) -> TriggerRules:
+    """The smoothing and trigger rules of ``[triggers]``; an old ``alpha`` becomes its window at ``observe_seconds``."""
+    t = config.triggers
+    if t.alpha is not None:
+        window = window_of_alpha(t.alpha, config.schedule.observe_seconds)
+    else:
+        window = DEFAULT_WINDOW_SECONDS if t.window_seconds is None else t.window_seconds
+    return TriggerRules(window, t.threshold, t.significance)
 
 
 def config_rows(config: Config) -> tuple[list[StreamRow], list[QueryRow], list[NodeRow]]:

@@ -39,6 +39,8 @@ from armd.costmodel.formulas import join_cost, join_output, window_output
 from armd.costmodel.measured import pair_selectivity  # noqa: F401  (re-exported: callers of the policy import it from here)
 from armd.costmodel.plan import PlanSet
 
+from .migration_cost import parallel_track
+
 Order = Any
 """A stream name or a pair of orders (as in ``armd.migrations.join``)."""
 
@@ -268,8 +270,17 @@ def decide(
     cooldown: float = 60.0,
     shape: str = "left-deep",
     constants: CostConstants | None = None,
+    payback: float | None = None,
 ) -> JoinOrderDecision:
-    """Keep ``current`` unless the best order is cheaper by more than ``margin`` and the cool-down has passed."""
+    """Keep ``current`` unless the best order is cheaper by more than ``margin`` and the cool-down has passed.
+
+    With ``payback`` (time units), also keep it unless the saving pays the
+    migration back within that time: the migration is priced with paper
+    003's Parallel Track model (``migration_cost.parallel_track``: the old
+    tree keeps processing for one window per level of joins, at most two,
+    while the new one builds up — the closest of 003's models to JISC,
+    which keeps old state until it is purged).
+    """
     if not 0 <= margin < 1:
         raise ValueError(f"join-order margin must be in [0, 1), got {margin!r}")
     if cooldown < 0:
@@ -287,6 +298,11 @@ def decide(
     if state.last_migration is not None and now - state.last_migration < cooldown:
         left = cooldown - (now - state.last_migration)
         return keep(f"cool-down: {left:.4g} time units until the next migration may start")
+    if payback is not None:
+        cost = parallel_track(max(stats.windows.values()), _depth(current), 0.0, current_cost)
+        if (current_cost - best_cost) * payback < cost.extra_processing:
+            return keep(f"the migration (Parallel Track: {cost.extra_processing:.4g} cost units over "
+                        f"{cost.duration_seconds:.4g} time units) is not paid back within {payback:.4g} time units")
     saving = 1.0 - best_cost / current_cost
     return JoinOrderDecision(
         True, best, current_cost, best_cost, best,
@@ -369,6 +385,11 @@ def plan_in_order(
     kept = {node_id: node for node_id, node in plan.nodes.items() if node_id not in old}
     nodes = {**kept, **{node.id: node for node in rebuilt}}
     return PlanSet(plan.streams, plan.constants, nodes, plan.queries, plan.granularities)
+
+
+def _depth(order: Order) -> int:
+    """Levels of joins in an order's tree (a single stream: 0)."""
+    return 0 if isinstance(order, str) else 1 + max(_depth(o) for o in order)
 
 
 def _size(order: Order) -> int:

@@ -1,9 +1,26 @@
 """When to decide again (paper 001 §3.2.2 and §4.1).
 
-Source rates are smoothed exponentially; a new decision is due only when a
-smoothed d has moved more than a threshold away from the value the last
-decision used, when queries are added or removed, or when the bounds change.
-Everything here is a pure value transformation: the caller passes in
+A decision costs a migration per changed query, so it must follow real
+changes of the workload, not the noise of counting arrivals in short
+intervals. Two ideas keep it so:
+
+* Smoothing is a *time window* in seconds (like the Flink autoscaler's
+  ``metrics.window``), not a weight per observation: an observation that
+  covers ``Δt`` seconds gets the weight ``1 − exp(−Δt / window)``, so the
+  same window means the same smoothing whatever the observation interval.
+* A source rate triggers a decision only when its change is *significant
+  given the counts behind it*. Per stream the smoothed rate and the decayed
+  seconds of exposure behind it give a count; the recent count is compared
+  with the counts behind the rate the last decision used by the exact
+  conditional test of two Poisson rates (given both counts' sum, the recent
+  count is binomial with the share of exposure time as its probability), at
+  the configured significance, and the relative change must also exceed the
+  threshold. Smoothed counts have a smaller variance than Poisson counts of
+  the same mean, so the test errs on the side of not triggering.
+
+Selectivities arrive as ratios without the counts behind them, so they are
+smoothed over the same time window and trigger on the relative threshold
+alone. Everything here is a pure value transformation: the caller passes in
 measurements and keeps the returned tracker.
 """
 
@@ -13,17 +30,62 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from scipy.stats import binomtest
+
+MIN_ROWS = 1.0
+"""A stream's rate is estimated once its decayed count reaches this many arrivals."""
+
+
+def window_weight(seconds: float, window_seconds: float) -> float:
+    """The weight of an observation covering ``seconds`` in a smoothing over ``window_seconds`` (0: no smoothing)."""
+    if window_seconds <= 0:
+        return 1.0
+    return 1.0 - math.exp(-max(seconds, 0.0) / window_seconds)
+
+
+def window_of_alpha(alpha: float, observe_seconds: float) -> float:
+    """The time window equivalent to the old per-observation weight ``alpha`` at ``observe_seconds`` between observations."""
+    if not 0 < alpha <= 1:
+        raise ValueError(f"smoothing alpha must be in (0, 1], got {alpha!r}")
+    return 0.0 if alpha == 1 else -observe_seconds / math.log(1.0 - alpha)
+
+
+@dataclass(frozen=True)
+class TriggerRules:
+    """How measurements are smoothed and when a change of them makes a decision due."""
+
+    window_seconds: float = 5.0
+    """Smoothing time window in seconds, ≥ 0 (0: the last observation alone)."""
+    threshold: float = 0.2
+    """Minimum relative change of a smoothed value that makes a decision due, > 0."""
+    significance: float = 0.001
+    """A rate change must also be this unlikely under Poisson noise (p-value below it), in (0, 1]."""
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.window_seconds) and self.window_seconds >= 0):
+            raise ValueError(f"smoothing window_seconds must be ≥ 0, got {self.window_seconds!r}")
+        if not self.threshold > 0:
+            raise ValueError(f"re-decision threshold must be > 0, got {self.threshold!r}")
+        if not 0 < self.significance <= 1:
+            raise ValueError(f"significance must be in (0, 1], got {self.significance!r}")
+
 
 @dataclass(frozen=True)
 class RateTracker:
-    """Smoothed d per stream and the d each stream had at the last decision."""
+    """Smoothed values (d, selectivities) and the values the last decision used; triggers on a relative threshold.
+
+    With ``window_seconds`` set and the seconds an observation covers given,
+    the smoothing is the time window's; otherwise (the adaptive JISC runner,
+    old callers) every observation weighs ``alpha``.
+    """
 
     alpha: float = 0.3
-    """Weight of a new measurement in the exponential smoothing, in (0, 1]."""
+    """Weight of a new measurement when no time window applies, in (0, 1]."""
     threshold: float = 0.2
-    """Relative change of a smoothed d that makes a new decision due, > 0."""
+    """Relative change of a smoothed value that makes a new decision due, > 0."""
     smoothed: Mapping[str, float] = field(default_factory=dict)
     decided: Mapping[str, float] = field(default_factory=dict)
+    window_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha <= 1:
@@ -31,40 +93,135 @@ class RateTracker:
         if not self.threshold > 0:
             raise ValueError(f"re-decision threshold must be > 0, got {self.threshold!r}")
 
-    def observe(self, measured_d: Mapping[str, float]) -> RateTracker:
-        """Fold one measurement of d per stream into the smoothed values.
+    @classmethod
+    def of(cls, rules: TriggerRules) -> RateTracker:
+        return cls(threshold=rules.threshold, window_seconds=rules.window_seconds)
 
-        A measurement that is not a positive finite number is ignored: a
-        stream that delivered nothing in an interval keeps its last estimate.
+    def observe(self, measured: Mapping[str, float], seconds: float | None = None) -> RateTracker:
+        """Fold one measurement per key, covering ``seconds``, into the smoothed values.
+
+        A measurement that is not a positive finite number is ignored: a key
+        without a measurement in an interval keeps its last estimate.
         """
+        weight = self.alpha if self.window_seconds is None or seconds is None else window_weight(seconds, self.window_seconds)
         smoothed = dict(self.smoothed)
-        for stream, d in measured_d.items():
-            if not (isinstance(d, (int, float)) and math.isfinite(d) and d > 0):
+        for key, value in measured.items():
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 continue
-            previous = smoothed.get(stream)
-            smoothed[stream] = d if previous is None else self.alpha * d + (1 - self.alpha) * previous
+            previous = smoothed.get(key)
+            smoothed[key] = value if previous is None else weight * value + (1 - weight) * previous
         return replace(self, smoothed=smoothed)
 
     def drifted(self) -> frozenset[str]:
-        """Streams whose smoothed d moved more than the threshold since the last decision (or never decided)."""
-        moved = set()
-        for stream, d in self.smoothed.items():
-            before = self.decided.get(stream)
-            if before is None or abs(d - before) > self.threshold * before:
-                moved.add(stream)
-        return frozenset(moved)
+        """Keys whose smoothed value moved more than the threshold since the last decision (or never decided)."""
+        return frozenset(k for k, v in self.smoothed.items() if _moved(v, self.decided.get(k), self.threshold))
 
-    def decide_with(self, streams: frozenset[str] | None = None) -> RateTracker:
-        """Record that a decision used the current smoothed values (of ``streams``, or all)."""
+    def decide_with(self, keys: frozenset[str] | None = None) -> RateTracker:
+        """Record that a decision used the current smoothed values (of ``keys``, or all)."""
         decided = dict(self.decided)
-        for stream, d in self.smoothed.items():
-            if streams is None or stream in streams:
-                decided[stream] = d
+        decided.update({k: v for k, v in self.smoothed.items() if keys is None or k in keys})
         return replace(self, decided=decided)
 
 
+@dataclass(frozen=True)
+class Counts:
+    """A stream's smoothed arrival rate and the decayed seconds of exposure behind it.
+
+    The rate is smoothed over the time window (so a step of the true rate
+    reaches the same share of its size after the same seconds, whatever the
+    observation interval); ``rows`` = rate × exposure is the count the
+    significance test weighs.
+    """
+
+    rate: float = 0.0
+    """Arrivals per second."""
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> float:
+        return self.rate * self.seconds
+
+    def add(self, rows: float, seconds: float, window_seconds: float) -> Counts:
+        weight = window_weight(seconds, window_seconds)
+        rate = rows / seconds if self.seconds <= 0 else (1 - weight) * self.rate + weight * rows / seconds
+        return Counts(rate, self.seconds * (1 - weight) + seconds)
+
+
+def rate_change_p(recent: Counts, reference: Counts) -> float:
+    """Two-sided p-value of "both counts come from one Poisson rate" (exact test conditional on their sum)."""
+    k, n = round(recent.rows), round(recent.rows) + round(reference.rows)
+    exposure = recent.seconds + reference.seconds
+    if n == 0 or recent.seconds <= 0 or reference.seconds <= 0:
+        return 1.0
+    return float(binomtest(k, n, recent.seconds / exposure).pvalue)
+
+
+@dataclass(frozen=True)
+class ArrivalTracker:
+    """Per source stream: decayed arrival counts, the smoothed d they give, and the counts the last decision used."""
+
+    rules: TriggerRules = TriggerRules()
+    smoothed: Mapping[str, float] = field(default_factory=dict)
+    """Smoothed d per stream, in model time units."""
+    decided: Mapping[str, float] = field(default_factory=dict)
+    """The d each stream had at the last decision."""
+    counts: Mapping[str, Counts] = field(default_factory=dict)
+    decided_counts: Mapping[str, Counts] = field(default_factory=dict)
+
+    @property
+    def threshold(self) -> float:
+        return self.rules.threshold
+
+    def observe(self, arrivals: Mapping[str, tuple[int, float]], unit_seconds: float = 1.0) -> ArrivalTracker:
+        """Fold one interval per stream, ``(rows, seconds)``, into the counts; d is in units of ``unit_seconds``.
+
+        An interval without arrivals counts (it lowers the rate); until a
+        stream's decayed count reaches ``MIN_ROWS`` its d keeps its last value.
+        """
+        counts, smoothed = dict(self.counts), dict(self.smoothed)
+        for stream, (rows, seconds) in arrivals.items():
+            if not (math.isfinite(seconds) and seconds > 0 and rows >= 0):
+                continue
+            c = counts.get(stream, Counts()).add(float(rows), float(seconds), self.rules.window_seconds)
+            counts[stream] = c
+            if c.rows >= MIN_ROWS:
+                smoothed[stream] = 1.0 / c.rate / unit_seconds
+        return replace(self, counts=counts, smoothed=smoothed)
+
+    def rate_test(self, stream: str) -> tuple[float, float]:
+        """(relative change of d, p-value of the rate change) since the last decision, for one decided stream."""
+        d, before = self.smoothed[stream], self.decided[stream]
+        recent, reference = self.counts.get(stream), self.decided_counts.get(stream)
+        p = 0.0 if recent is None or reference is None else rate_change_p(recent, reference)
+        return abs(d - before) / before, p
+
+    def drifted(self) -> frozenset[str]:
+        """Streams never decided, and those whose d moved past the threshold by a change significant at the rules' level."""
+        moved = set()
+        for stream, d in self.smoothed.items():
+            if not _moved(d, self.decided.get(stream), self.rules.threshold):
+                continue
+            if stream not in self.decided or self.rate_test(stream)[1] < self.rules.significance:
+                moved.add(stream)
+        return frozenset(moved)
+
+    def decide_with(self, streams: frozenset[str] | None = None) -> ArrivalTracker:
+        """Record that a decision used the current d and counts (of ``streams``, or all)."""
+        decided, decided_counts = dict(self.decided), dict(self.decided_counts)
+        for stream, d in self.smoothed.items():
+            if streams is None or stream in streams:
+                decided[stream] = d
+                if stream in self.counts:
+                    decided_counts[stream] = self.counts[stream]
+        return replace(self, decided=decided, decided_counts=decided_counts)
+
+
+def _moved(value: float, before: float | None, threshold: float) -> bool:
+    return before is None or abs(value - before) > threshold * before
+
+
 def decision_due(
-    tracker: RateTracker, queries_changed: bool = False, bounds_changed: bool = False
+    tracker: RateTracker | ArrivalTracker, queries_changed: bool = False, bounds_changed: bool = False
 ) -> str | None:
     """The reason a new decision is due, or None when the last one still stands."""
     if queries_changed:
@@ -74,5 +231,6 @@ def decision_due(
     drifted = tracker.drifted()
     if drifted:
         listed = ", ".join(sorted(drifted)[:5]) + (" …" if len(drifted) > 5 else "")
-        return f"rate of {len(drifted)} stream(s) moved past the threshold: {listed}"
+        how = "significantly past the threshold" if isinstance(tracker, ArrivalTracker) else "past the threshold"
+        return f"rate of {len(drifted)} stream(s) moved {how}: {listed}"
     return None

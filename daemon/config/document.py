@@ -16,13 +16,16 @@ from typing import Any, Callable, Mapping
 from armd.adapters.alerts.hooks import AlertHook
 from armd.costmodel.plan import PlanSet
 from armd.policies.guardrails import Guardrails
+from armd.policies.forecast import ForecastRules
+from armd.policies.migration_cost import Exchange
 from armd.policies.problem import Bounds
 from armd.policies.qos import QueryQoS
 
 from .keys import public_view
 from .masking import redact_text
-from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, FeedbackConfig, GuardrailsKeys, HookKeys, ManagedQueryConfig,
-                       MetricsConfig, ModelConfig, PolicyConfig, QueryKeys, ScheduleConfig, SourceConfig, SparkConfig,
+from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, FeedbackConfig, ForecastKeys, GuardrailsKeys, HookKeys,
+                       ManagedQueryConfig, MetricsConfig, MigrationCostKeys, ModelConfig, PolicyConfig, QueryKeys, ScheduleConfig,
+                       SourceConfig, SparkConfig,
                        StoreConfig, TriggerConfig)
 
 PART = "armd.section"
@@ -74,6 +77,10 @@ class Config:
     """Retries of apply errors."""
     feedback: FeedbackConfig = part("feedback", default_factory=FeedbackConfig)
     """How measurements correct the cost model (the closed loop)."""
+    migration_cost: Exchange = part("migration_cost", MigrationCostKeys, default_factory=lambda: Exchange(0.002, 0.001))
+    """What a migration's extra state and output gap are worth in QoS units."""
+    forecast: ForecastRules = part("forecast", ForecastKeys, default_factory=ForecastRules)
+    """Whether decisions use the rates forecast at the adaptation horizon."""
     derivations: Mapping[str, Any] = field(default_factory=dict)
     """Query → its ``Derivation`` when the plan was derived from the builders (no ``[plan]``; daemon/config/derived.py)."""
     unmanaged: Mapping[str, str] = field(default_factory=dict)

@@ -20,9 +20,11 @@ from typing import Any, Callable, Mapping
 from armd.adapters.alerts.hooks import AlertHook
 from armd.costmodel.plan import PlanSet
 from armd.policies.guardrails import Guardrails
+from armd.policies.forecast import ForecastRules
+from armd.policies.migration_cost import Exchange
 from armd.policies.problem import Bounds
 from armd.policies.registry import make_policy
-from armd.policies.triggers import RateTracker
+from armd.policies.triggers import TriggerRules
 
 from .document import SECTIONS, Config
 from .environment import interpolate
@@ -34,7 +36,8 @@ from .plan import calibrate, read_plan, read_queries
 from .reader import REQUIRED, Table
 from .redaction import find_secrets
 from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, Burst, FeedbackConfig,
-                       GuardrailsKeys, HookKeys, MetricsConfig, ModelConfig, PolicyConfig, RateStep, ScheduleConfig, SourceConfig,
+                       ForecastKeys, GuardrailsKeys, HookKeys, MetricsConfig, MigrationCostKeys, ModelConfig, PolicyConfig,
+                       RateStep, ScheduleConfig, SourceConfig,
                        StoreConfig, SyntheticStream, TriggerConfig)
 
 
@@ -91,6 +94,8 @@ def _read(top: Table) -> Config:
         managed=managed,
         apply=_apply(top.section("apply", ApplyConfig)),
         feedback=FeedbackConfig(**top.section("feedback", FeedbackConfig).read(FeedbackConfig)),
+        migration_cost=_migration_cost(top.section("migration_cost", MigrationCostKeys)),
+        forecast=_forecast(top.section("forecast", ForecastKeys)),
         derivations=dict(derived.derivations) if derived else {},
         unmanaged=dict(derived.unmanaged) if derived else {},
     )
@@ -109,6 +114,16 @@ def _bounds(t: Table) -> Bounds:
     return _core(t, lambda: into(Bounds, BoundsKeys, values))
 
 
+def _migration_cost(t: Table) -> Exchange:
+    values = t.read(MigrationCostKeys)
+    return _core(t, lambda: into(Exchange, MigrationCostKeys, values))
+
+
+def _forecast(t: Table) -> ForecastRules:
+    values = t.read(ForecastKeys)
+    return _core(t, lambda: into(ForecastRules, ForecastKeys, values))
+
+
 def _guardrails(t: Table) -> Guardrails:
     values = t.read(GuardrailsKeys)
     return _core(t, lambda: into(Guardrails, GuardrailsKeys, values))
@@ -116,7 +131,10 @@ def _guardrails(t: Table) -> Guardrails:
 
 def _triggers(t: Table) -> TriggerConfig:
     triggers = TriggerConfig(**t.read(TriggerConfig))
-    _core(t, lambda: RateTracker(triggers.alpha, triggers.threshold))
+    if triggers.alpha is not None and triggers.window_seconds is not None:
+        raise t.error(("alpha",), "superseded by window_seconds, and both are set; remove alpha (window_seconds is the "
+                      "smoothing as a time window in seconds)")
+    _core(t, lambda: TriggerRules(triggers.window_seconds or 0.0, triggers.threshold, triggers.significance))
     return triggers
 
 

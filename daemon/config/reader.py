@@ -193,6 +193,7 @@ _READERS: dict[Any, Any] = {
     bool: lambda t, name, default, s: t.boolean(name, default),
     str: _string,
     str | None: _optional_string,
+    float | None: lambda t, name, default, s: t.number(name, default, s.rule) if name in t.raw or default is not None else None,
     PAIR: lambda t, name, default, s: t.pair(name, s.rule),
 }
 """How each plain type is read; a key of any other type is read by its section's loader."""

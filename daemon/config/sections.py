@@ -155,6 +155,9 @@ class JoinOrderConfig:
     cooldown_seconds: float = setting(60.0, rule=at_most(NON_NEGATIVE, YEAR, "a year"), doc="Least time between two join-order migrations of "
                                       "the query.")
     shape: str = setting("left-deep", choices=SHAPES, doc="Orders the policy considers: ``left-deep`` or ``bushy``.")
+    payback_seconds: float | None = setting(None, rule=at_most(POSITIVE, YEAR, "a year"), doc="A new order's CPU saving must "
+                                            "pay back the migration (paper 003's Parallel Track: the old tree runs on for one "
+                                            "window per level of joins, at most two) within this time; default: not priced.")
 
 
 @dataclass(frozen=True)
@@ -203,11 +206,44 @@ class GuardrailsKeys:
     dry_run: bool = setting(False, doc="Decide and record, apply nothing.")
 
 
+DEFAULT_WINDOW_SECONDS = 5.0
+
+
 @dataclass(frozen=True)
 class TriggerConfig:
-    alpha: float = setting(0.3, rule=UNIT_OPEN_CLOSED, doc="Weight of a new rate measurement in the exponential "
-                           "smoothing, in (0, 1].")
-    threshold: float = setting(0.2, rule=at_most(POSITIVE, 1000), doc="Relative change of a smoothed d that makes a decision due, > 0.")
+    window_seconds: float | None = setting(None, rule=at_most(NON_NEGATIVE, DAY, "a day"), doc="Smoothing time window in seconds "
+                                           f"(default {DEFAULT_WINDOW_SECONDS:g}): an observation covering Δt seconds weighs "
+                                           "1 − exp(−Δt / window); 0: no smoothing.")
+    threshold: float = setting(0.2, rule=at_most(POSITIVE, 1000), doc="Minimum relative change of a smoothed d (or selectivity) that "
+                               "makes a decision due, > 0.")
+    significance: float = setting(0.001, rule=UNIT_OPEN_CLOSED, doc="A rate change makes a decision due only when a Poisson test "
+                                  "of the arrival counts gives a p-value below this, in (0, 1] (1: the threshold alone).")
+    alpha: float | None = setting(None, rule=UNIT_OPEN_CLOSED, doc="Superseded by ``window_seconds``: the old per-observation "
+                                  "weight, in (0, 1], read as the window −observe_seconds / ln(1 − alpha); not together with "
+                                  "``window_seconds``.")
+
+
+@dataclass(frozen=True)
+class MigrationCostKeys:
+    """``[migration_cost]``, read into the core's ``Exchange``: what a migration's costs are worth in QoS units."""
+
+    qos_per_bound_second: float = setting(0.002, rule=at_most(NON_NEGATIVE, 1e6), doc="QoS units a migration costs per second "
+                                          "it holds extra state as large as the memory bound (in proportion for less); 0: free.")
+    qos_per_gap_second: float = setting(0.001, rule=at_most(NON_NEGATIVE, 1e6), doc="QoS units a migration costs per second "
+                                        "of output gap (a restart's first window); 0: free.")
+
+
+@dataclass(frozen=True)
+class ForecastKeys:
+    """``[forecast]``, read into the core's ``ForecastRules``: deciding against each stream's forecast rate."""
+
+    enabled: bool = setting(False, doc="Decide against each stream's rate forecast (Holt's method) at the horizon, when "
+                            "it is above the measured rate.")
+    horizon_seconds: float | None = setting(None, rule=at_most(NON_NEGATIVE, DAY, "a day"), doc="How far ahead to forecast; "
+                                            "default: the adaptation delay (longest window in force + watermark delay).")
+    history: int = setting(60, rule=at_most(AT_LEAST_ONE, 10_000), doc="Observations the forecast is fitted on (the latest).")
+    min_history: int = setting(10, rule=at_most(AT_LEAST_ONE, 10_000), doc="With fewer observations the forecast is the last "
+                               "rate; at least 4 and at most ``history``.")
 
 
 @dataclass(frozen=True)
@@ -221,6 +257,9 @@ class FeedbackConfig:
     max_ratio: float = setting(8.0, rule=in_range(1.0, 1000.0, "1 to 1000"), doc="Largest correction factor.")
     cpu: bool = setting(False, doc="Correct CPU too, from the engine's batch durations; only meaningful when the model "
                         "is calibrated (``[model] calibration``), so that estimates are seconds per time unit.")
+    deadband: float = setting(0.15, rule=in_range(0.0, 1.0, "0 to 1"), doc="A factor within this relative distance of the one "
+                              "the last decision used is not a change: decisions keep the old factor, so measurement noise "
+                              "does not make the policy re-decide and migrate.")
 
 
 @dataclass(frozen=True)

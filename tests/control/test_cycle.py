@@ -20,10 +20,12 @@ from support.jisc_plan import PLAN as JISC_PLAN
 from support.jisc_plan import first_pair
 
 from armd.control.cycle import Changes, Snapshot, decide, initial_state, observe, orders_for_model
-from armd.control.model import build_model
+from armd.control.model import Migrations, build_model
 from armd.control.ports import Observation, QueryMetrics, StreamStats
 from armd.daemon.config import load_config
-from armd.daemon.setup import setup_of
+from armd.daemon.setup import setup_of, trigger_rules
+from armd.policies.migration_cost import Exchange
+from armd.policies.triggers import TriggerRules
 
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 QUERIES = ("clicks_per_view", "clicks_per_second", "big_orders")
@@ -34,7 +36,7 @@ def example(tmp_path, memory=200_000, dry_run=False):
     path.write_text(CONFIG.format(memory=memory, dry_run=str(dry_run).lower(), plan=PLAN, threshold=0.2))
     config = load_config(path)
     setup = setup_of(config, join_orders=False)
-    return setup, build_model(setup, {}, {}, {}), initial_state(config.triggers.alpha, config.triggers.threshold)
+    return setup, build_model(setup, {}, {}, {}), initial_state(trigger_rules(config))
 
 
 def ids():
@@ -104,6 +106,7 @@ def test_migrations_whose_extra_state_would_break_the_bound_may_not_start_yet(tm
     before = first(small, model, state)
     running = {q: new for q, (_, new) in before.changes.items()}
     grown, model, _ = example(tmp_path, memory=300_000)  # the bound triples: every query grows, each migration holds its new state
+    grown = replace(grown, migration=replace(grown.migration, exchange=Exchange()))  # every change goes through, unpriced
     tick = decide(grown, model, before.state, Snapshot(AT, 100.0, running, changes=Changes(bounds=True),
                                                        transient_memory=lambda q, old, new, memory: memory))
     waiting = {row.query for row in tick.desired if not row.may_start}
@@ -123,7 +126,7 @@ def test_observe_smooths_rates_estimates_the_settings_in_force_and_watches(tmp_p
     setup, model, state = example(tmp_path, memory=100_000)
     tick = first(setup, model, state)
     running = {q: new for q, (_, new) in tick.changes.items()}
-    observation = Observation(AT, [StreamStats("clicks", 100, 1.0, 100.0, 5.0), StreamStats("views", 10, 1.0, 10.0, 40.0)],
+    observation = Observation(AT, [StreamStats("clicks", 200, 1.0, 200.0, 5.0), StreamStats("views", 25, 1.0, 25.0, 40.0)],
                               [QueryMetrics("clicks_per_view", 10, 500_000)])
     observed = observe(setup, model, tick.state, observation, at=AT, now=1.0, running=running, changed_at={}, migrating=frozenset())
     assert observed.state.rates.smoothed == {"clicks": 5.0, "views": 40.0}
@@ -148,7 +151,7 @@ def shedding_example(tmp_path, memory):
     path.write_text(text)
     config = load_config(path)
     setup = setup_of(config, join_orders=False)
-    return setup, build_model(setup, {}, {}, {}), initial_state(config.triggers.alpha, config.triggers.threshold)
+    return setup, build_model(setup, {}, {}, {}), initial_state(trigger_rules(config))
 
 
 def test_a_query_whose_window_barely_moves_sheds_and_the_drop_rate_reaches_the_desired_settings(tmp_path):
@@ -202,9 +205,9 @@ def jisc(tmp_path, dry_run=False):
     config = load_config(path)
     setup = setup_of(config, join_orders=True)
     model = build_model(setup, {}, {"triple": CONFIGURED}, {})
-    state = replace(initial_state(1.0, 0.2), status={"triple": "active"}, last_decision_at=0.0)
-    state = replace(state, rates=state.rates.observe({"a": 0.5, "b": 0.5, "c": 0.125}).decide_with())
-    running = {"triple": first(setup, model, initial_state(1.0, 0.2)).changes["triple"][1]}
+    state = replace(initial_state(TriggerRules(0.0, 0.2)), status={"triple": "active"}, last_decision_at=0.0)
+    state = replace(state, rates=replace(state.rates, smoothed={"a": 0.5, "b": 0.5, "c": 0.125}).decide_with())
+    running = {"triple": first(setup, model, initial_state(TriggerRules(0.0, 0.2))).changes["triple"][1]}
     return setup, model, state, running
 
 
@@ -249,3 +252,35 @@ def test_the_cycle_imports_no_io_library():
             "print(sorted(m for m in ('sqlalchemy', 'structlog', 'pyspark', 'apscheduler') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def priced(setup, per_bound_second):
+    """``setup`` migrating with GenMig, extra state priced at ``per_bound_second`` QoS units."""
+    return replace(setup, migration=Migrations("genmig", Exchange(per_bound_second, 0.0), {}))
+
+
+def test_a_gain_too_small_for_its_migration_is_not_applied_and_the_record_says_why(tmp_path):
+    small, model, state = example(tmp_path, memory=100_000)
+    before = first(small, model, state)
+    running = {q: new for q, (_, new) in before.changes.items()}
+    grown, model, _ = example(tmp_path, memory=130_000)  # a little more room: clicks_per_view may grow a little
+    cheap = decide(priced(grown, 0.0), model, before.state, Snapshot(AT, 100.0, running, changes=Changes(bounds=True)))
+    assert "clicks_per_view" in cheap.changes  # free migrations: the growth goes through
+    dear = decide(priced(grown, 10.0), model, before.state, Snapshot(AT, 100.0, running, changes=Changes(bounds=True)))
+    assert "clicks_per_view" not in dear.changes and "clicks_per_view" not in [r.query for r in dear.desired]
+    cost = dear.decision.outputs["migration_cost"]["clicks_per_view"]
+    assert cost["verdict"] == "vetoed" and 0 < cost["gain"] < cost["price"] and cost["strategy"] == "genmig"
+    assert cost["extra_state_bytes"] == pytest.approx(before.estimates[0].memory_bytes)  # the old plan's state, held
+    assert dear.decision.outputs["queries"]["clicks_per_view"]["applied"] == running["clicks_per_view"].as_json()
+
+
+def test_a_cut_the_bounds_require_is_never_priced_away(tmp_path):
+    large, model, state = example(tmp_path, memory=200_000)
+    before = first(large, model, state)
+    running = {q: new for q, (_, new) in before.changes.items()}
+    cut, model, _ = example(tmp_path, memory=60_000)  # the settings in force no longer fit
+    tick = decide(priced(cut, 1e6), model, before.state, Snapshot(AT, 100.0, running, changes=Changes(bounds=True)))
+    assert tick.changes and tick.decision.estimated_memory_bytes <= 60_000 * 0.9
+    verdicts = {q: c["verdict"] for q, c in tick.decision.outputs["migration_cost"].items()}
+    assert set(tick.changes) <= {q for q, v in verdicts.items() if v in ("required", "applied")}
+    assert "required" in verdicts.values()

@@ -22,7 +22,7 @@ from armd.control.feedback import FeedbackRules, FeedbackState
 from armd.control.model import build_model, estimate_rows, fractions_of
 from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamStats
 from armd.daemon.config import load_config
-from armd.daemon.setup import setup_of
+from armd.daemon.setup import setup_of, trigger_rules
 
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RULES = FeedbackRules(window=60.0)
@@ -35,7 +35,7 @@ def example(tmp_path, memory=200_000):
     path.write_text(CONFIG.format(memory=memory, dry_run="false", plan=PLAN, threshold=0.2))
     config = load_config(path)
     setup = setup_of(config, join_orders=False)
-    return setup, build_model(setup, {}, {}, {}), initial_state(config.triggers.alpha, config.triggers.threshold)
+    return setup, build_model(setup, {}, {}, {}), initial_state(trigger_rules(config))
 
 
 def started(setup, model, state):

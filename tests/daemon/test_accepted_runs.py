@@ -33,6 +33,8 @@ KEYS = {
     ("source", "seed"): near(-1, 0, 3, 2 ** 32 - 1, 2 ** 32),
     ("guardrails", "cooldown_seconds"): near(0.0, 30.0, YEAR, YEAR + 1),
     ("triggers", "threshold"): near(1e-9, 0.2, 1000.0, 1001.0),
+    ("triggers", "window_seconds"): near(0.0, 5.0, 86400.0, 86401.0),
+    ("triggers", "significance"): near(1e-300, 0.001, 1.0, 1.5),
     ("alerting", "dedup_seconds"): near(0.0, YEAR, 1e308),
     ("alerting", "queue_size"): near(1, 1_000_000, 1_000_001),
     ("alerting", "estimate_factor"): near(1.000001, 1e6, 1e308),

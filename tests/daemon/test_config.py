@@ -103,7 +103,7 @@ def test_a_minimal_configuration_takes_every_default(tmp_path):
     assert config.bounds == Bounds(1e6, 100.0, 0.1)
     assert (config.policy.name, dict(config.policy.params)) == ("weighted-qos", {})
     assert config.guardrails == Guardrails(cooldown=30.0, hysteresis=0.02, max_step=0.5, dry_run=False)
-    assert config.triggers == TriggerConfig(0.3, 0.2)
+    assert config.triggers == TriggerConfig(None, 0.2, 0.001, None)
     assert config.schedule == ScheduleConfig(1.0, 30.0, 1.0, 300.0)
     assert (config.source.kind, config.source.seed) == ("synthetic", 42)
     stream = config.source.streams["clicks"]

@@ -51,7 +51,7 @@ PLAIN_SECTIONS = {
     if PART in f.metadata
     for name, spec in [f.metadata[PART]]
     if name in ("store", "model", "spark", "bounds", "policy", "guardrails", "triggers", "schedule", "source",
-                "alerting", "metrics", "apply")
+                "alerting", "metrics", "apply", "migration_cost", "forecast")
 }
 
 
@@ -126,6 +126,11 @@ enabled = true
 port = 0
 [apply]
 max_attempts = 3
+[migration_cost]
+qos_per_bound_second = 0.01
+[forecast]
+enabled = true
+horizon_seconds = 12
 [queries.per_second]
 weight = 2
 window = [1000, 20000]
@@ -141,7 +146,8 @@ def test_every_class_that_declares_keys_is_found():
 
 def test_the_sections_are_the_parts_of_config():
     assert SECTIONS == ("store", "model", "spark", "bounds", "policy", "guardrails", "triggers", "schedule", "source",
-                        "alerts", "alerting", "metrics", "plan", "queries", "managed", "apply", "feedback")
+                        "alerts", "alerting", "metrics", "plan", "queries", "managed", "apply", "feedback",
+                        "migration_cost", "forecast")
 
 
 @pytest.mark.parametrize("example", ["every section", "jisc"])

@@ -331,7 +331,8 @@ def test_live_migrations_whose_extra_state_would_break_the_bound_are_staged(tmp_
     applier.applied.clear()
     clock.advance(60)  # past every cool-down
     path = tmp_path / "armd.toml"
-    path.write_text(CONFIG.format(memory=300_000, dry_run="false", plan=PLAN, threshold=0.2))
+    free = "\n[migration_cost]\nqos_per_bound_second = 0\nqos_per_gap_second = 0\n"  # staging alone decides, unpriced
+    path.write_text(CONFIG.format(memory=300_000, dry_run="false", plan=PLAN, threshold=0.2) + free)
     controller.reload(load_config(path))
     for _ in range(8):
         cycle(controller, clock)

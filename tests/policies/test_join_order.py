@@ -110,6 +110,19 @@ def test_decide_migrates_beyond_the_margin_and_then_waits_for_the_cool_down():
     assert later.migrate and later.state.last_migration == 61.0
 
 
+def test_decide_prices_the_migration_with_parallel_track_and_keeps_an_order_the_saving_does_not_pay_back():
+    """Three levels of joins: the old tree keeps processing for 2W; the saving must cover that within ``payback``."""
+    s = stats({"fast": 100.0, "a": 1.0, "b": 1.0, "c": 1.0})
+    bad = ((("fast", "a"), "b"), "c")
+    first = decide(bad, s, now=0.0, margin=0.2, cooldown=60.0)
+    window = max(s.windows.values())
+    needed = first.current_cost * 2 * window / (first.current_cost - first.best_cost)  # payback time of the migration
+    paid = decide(bad, s, now=0.0, margin=0.2, cooldown=60.0, payback=needed * 1.01)
+    assert paid.migrate
+    unpaid = decide(bad, s, now=0.0, margin=0.2, cooldown=60.0, payback=needed * 0.99)
+    assert not unpaid.migrate and "Parallel Track" in unpaid.reason and unpaid.order == bad
+
+
 def test_decide_keeps_an_order_within_the_margin():
     s = stats({"a": 1.0, "b": 1.1, "c": 1.2})
     best, _ = best_order(s)

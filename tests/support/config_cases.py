@@ -37,6 +37,11 @@ MISTAKES = [
     ("hysteresis out of range", "[guardrails]\nhysteresis = 1.5", "guardrails.hysteresis", "in [0, 1)"),
     ("max_step 0", "[guardrails]\nmax_step = 0", "guardrails.max_step", "in (0, 1]"),
     ("alpha 0", "[triggers]\nalpha = 0", "triggers.alpha", "in (0, 1]"),
+    ("alpha and window", "[triggers]\nalpha = 0.3\nwindow_seconds = 5", "triggers.alpha", "superseded by window_seconds"),
+    ("window negative", "[triggers]\nwindow_seconds = -1", "triggers.window_seconds", "≥ 0"),
+    ("significance 0", "[triggers]\nsignificance = 0", "triggers.significance", "in (0, 1]"),
+    ("forecast min_history 2", "[forecast]\nmin_history = 2", "forecast", "min_history must be ≥ 4"),
+    ("price negative", "[migration_cost]\nqos_per_gap_second = -1", "migration_cost.qos_per_gap_second", "≥ 0"),
     (
         "decide < observe",
         "[schedule]\nobserve_seconds = 5\ndecide_seconds = 1",
