@@ -372,3 +372,20 @@ def test_a_jisc_join_must_be_joins_over_one_input_per_stream(tmp_path):
         load_config(write(tmp_path, JISC_EXAMPLE.read_text()), environ={})
     message = str(info.value)
     assert "managed.journeys.join_order: " in message and "'jr_w_clicks'" in message and "exactly one stream" in message, message
+
+
+def test_a_source_genmig_cannot_migrate_is_accepted_only_with_the_naive_restart_chosen(tmp_path):
+    text = MINIMAL + "[spark]\nmigration = 'naive-restart'\n" + SPARK + f"builder = '{COUNT}'\n" + \
+        "[managed.per_second.sources.clicks]\nformat = 'socket'\nhost = 'localhost'\nport = 9999\n"
+    path = tmp_path / "armd.toml"
+    path.write_text(text)
+    config = load_config(path, environ={})
+    assert config.spark.migration == "naive-restart"
+    assert config.managed["per_second"].sources == {"clicks": {"format": "socket", "host": "localhost", "port": "9999"}}
+
+
+def test_genmig_is_the_default_migration():
+    assert load_config(SPARK_EXAMPLE, environ={}).spark.migration == "genmig"
+    from armd.daemon.config.sections import SparkConfig
+
+    assert SparkConfig().migration == "genmig"
