@@ -5,10 +5,12 @@ and a restart on a fresh checkpoint loses every window open across it
 (``NaiveRestartApplier``). ``GenMigApplier`` instead runs the new plan
 beside the old one and splits the results at T_split:
 
-1. planned → running: the old run's position p (event time of the end offset
-   of its latest batch, per source) is where the new run starts reading; the
-   ``armd-synthetic`` source's offsets are event time and its rows are the
-   same whoever reads them. T_split = max p + the larger window of the two
+1. planned → running: every source of both plans must meet GenMig's
+   contract (``sources``: one adapter per source kind; anything else is
+   refused before the migration starts). The old run's position p per source
+   is an event time in the data's own clock at or after everything it has
+   read, and the new run's reader starts there (the adapter gives its
+   options). T_split = max p + the larger window of the two
    plans + 1 unit + ε (``migrations.genmig.split_time``): every result of the
    new plan with its reference point at or after T_split is complete. The old
    run's sink filter (``BatchWriter.keep``) is set to keep only results
@@ -39,7 +41,9 @@ is passed to ``on_transition`` (the daemon persists it, with both runs'
 checkpoints and parameters), and ``resume`` continues a stored migration
 after the daemon was killed: both runs start again from their checkpoints
 with their filters, and the steps go on from the stored state. ``close``
-stops a migration's runs but keeps their checkpoints for that.
+stops a migration's runs but keeps their checkpoints for that. A migration
+still running or draining after ``timeout_seconds`` fails (``_give_up``)
+rather than staying open for good.
 """
 
 from __future__ import annotations
