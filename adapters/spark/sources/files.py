@@ -12,7 +12,8 @@ by ``read_source`` as the rows are read). Every element after the position
 is in the directory (nothing is deleted: ``cleanSource`` must stay ``off``),
 so the new run sees all of them; older rows are dropped before any state,
 and only feed results before T_split anyway. The cost is one scan of the
-directory's files at the migration.
+directory's files at the migration (at ``maxFilesPerTrigger`` files per batch
+when it is set: the new run reaches the position only after that many batches).
 """
 
 from __future__ import annotations
