@@ -111,7 +111,7 @@ def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[
         granularity = next((node.g * unit for node in nodes if node.op == "granularity" and node.g is not None), None)
         params = QueryParams(windows=windows, granularity=granularity, extra=extra)
         runtime.manager.register(ManagedSpec(query, managed.builder, sink(query), params, managed.output_mode,
-                                             {"processingTime": f"{managed.trigger_seconds:g} seconds"}))
+                                             {"processingTime": f"{managed.trigger_seconds:g} seconds"}, managed.streams))
     return runtime
 
 

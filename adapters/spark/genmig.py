@@ -75,8 +75,9 @@ from armd.migrations.genmig import (
 
 from .listener import ProgressListener, ProgressRecord
 from .managed import QueryManager, QueryParams, Run, load_builder
+from .source import FORMAT as SYNTHETIC
 from .source import offset_stream
-from .sources import OldRun, SourceContractError, adapter_for, check_sources
+from .sources import OldRun, SourceContractError, adapter_for, check_sources, source_format
 
 DEFAULT_REFERENCE_POINT = "window.end"
 DEFAULT_TIMEOUT_SECONDS = 600.0
@@ -380,6 +381,12 @@ class GenMigApplier:
                 f"the query reads {len(record.sources)} source(s) ({described}) but params.extra['sources'] declares "
                 f"{sorted(sources)}; GenMig migrates only sources a builder reads with read_source from there")
         pairs = {**named, **dict(zip(order, others))}
+        for stream, progress in pairs.items():
+            if source_format(sources[stream]) == SYNTHETIC and offset_stream(progress.end_offset) is None:
+                raise SourceContractError(
+                    f"stream {stream!r} is declared as armd-synthetic in params.extra['sources'], but the query reads "
+                    f"{progress.description or 'another source'}; read it with read_source and declare its format and "
+                    "options there (docs/genmig.md, 'Writing a source GenMig can migrate')")
         return {stream: OldRun(s.end_offset, max_event, s.description) for stream, s in pairs.items()}
 
     def _read(self, query: str, streams: tuple[str, ...], params: QueryParams, record: ProgressRecord) -> dict[str, float]:

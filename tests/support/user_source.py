@@ -113,3 +113,13 @@ def count_per_key(spark: SparkSession, params: QueryParams) -> DataFrame:
     w, slide = params.window("w", 6.0), params.slide("w", 2.0)
     df = read_source(spark, sources, "ticks").withWatermark("event_time", delay)
     return df.groupBy(F.window("event_time", interval(w), interval(slide)), "key").agg(F.count(F.lit(1)).alias("n"))
+
+
+@genmig_hints("window.end")
+def own_reader(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """The issue's mistake: the builder reads the ticks itself (options in ``params.extra["ticks"]``), whatever
+    ``params.extra["sources"]`` declares."""
+    spark.dataSource.register(Ticks)
+    options = {k: v for k, v in params.extra["ticks"].items() if k not in ("format", "data_source")}
+    df = spark.readStream.format("ticks").options(**options).load().withWatermark("event_time", "1 second")
+    return df.groupBy(F.window("event_time", "6 seconds", "2 seconds"), "key").agg(F.count(F.lit(1)).alias("n"))

@@ -115,6 +115,28 @@ def test_a_user_source_that_does_not_declare_the_contract_is_refused_before_anyt
         manager.stop("undeclared")
 
 
+def test_a_builder_reading_another_source_than_it_declares_is_refused_not_placed_in_armds_clock(  # noqa: F811
+        spark, progress_listener, tmp_path_factory):  # noqa: F811
+    """The issue's bug: the sources declared are armd's synthetic ones, the builder reads its own 2031 ticks. GenMig
+    must not place the ticks' offsets in the synthetic clock: it refuses, naming what the query really reads."""
+    manager, sink = QueryManager(spark, tmp_path_factory.mktemp("checkpoints")), MemorySink()
+    ticks = params(6.0, 2.0, time.time()).extra["sources"]["ticks"]
+    synthetic = {"start": repr(time.time()), "schedule": '{"rate_per_second": 5}'}
+    mistaken = QueryParams(windows={"w": 6.0}, extra={"sources": {"ticks": synthetic}, "ticks": ticks})
+    manager.register(ManagedSpec("mistaken", "support.user_source:own_reader", sink, mistaken))
+    query = manager.start("mistaken")
+    applier = GenMigApplier(manager, progress_listener, 1.0)
+    try:
+        assert progress_listener.wait_for(lambda: progress_listener.latest("mistaken") is not None, 150)
+        with pytest.raises(PermanentError) as refused:
+            applier.migrate("mistaken", replace(mistaken, windows={"w": 10.0}))
+        message = str(refused.value)
+        assert "declared as armd-synthetic" in message and "but the query reads" in message and "\n" not in message
+        assert manager.get("mistaken").query is query and not applier.migrations
+    finally:
+        manager.stop("mistaken")
+
+
 def test_a_migration_whose_source_stops_short_of_the_split_fails_after_its_timeout(spark, progress_listener,  # noqa: F811
                                                                                   tmp_path_factory):
     """The ticks end 10 s into the stream, before T_split: the new run can never read past it. The migration must
