@@ -11,7 +11,14 @@ event time) and its columns; a window aggregate's count is its value.
 
 Scenarios: a windowed count per key (window and slide changed, a filter
 added, a duplicate elimination removed), a two-way and a three-way
-stream-stream join (range changed, join order changed).
+stream-stream join (range changed, join order changed) on the synthetic
+source; and the window change on two of Spark's own sources (each row names
+its ``"source"``): a directory of JSON files being appended (the same
+arrivals, one file per second of event time, renamed in at BATCH event
+seconds per trigger while the migrated query runs; the runs alone read the
+finished directory) and ``rate-micro-batch`` (key = value mod KEYS, BATCH
+event seconds per batch). There the naive restart starts where a fresh
+checkpoint starts its source: the whole directory again, the first batch.
 
 Times are event time (seconds of the stream), which the simulated source
 makes independent of the machine's speed: the migration lasts from the
@@ -30,7 +37,7 @@ at the bytes per row measured on the old run.
 
     .venv/bin/python bench/migration.py --json [--scenario SUBSTRING]
 
-prints {"cases": [{"scenario", "strategy", "lost", "duplicated", "wrong",
+prints {"cases": [{"scenario", "source", "strategy", "lost", "duplicated", "wrong",
 "migration_duration_s", "window_s", "watermark_delay_s", "trigger_s",
 "max_output_gap_s", "steady_output_gap_s", "peak_extra_state_bytes",
 "predicted_extra_state_bytes"}, …], "targets"}.
@@ -41,11 +48,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 import structlog
@@ -55,7 +64,7 @@ from armd.adapters.spark.listener import ProgressListener
 from armd.adapters.spark.managed import ManagedSpec, QueryManager, QueryParams
 from armd.adapters.spark.session import build_session
 from armd.adapters.spark.sinks import MemorySink
-from armd.adapters.spark.source import schedule_json
+from armd.adapters.spark.source import Arrivals, SourceOptions, schedule_json
 from armd.adapters.synthetic import Schedule
 from armd.costmodel.evaluate import estimate
 from armd.costmodel.plan import parse_plan
@@ -92,17 +101,27 @@ class Scenario:
     new: Variant
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Builder params of both plans."""
+    source: str = "armd-synthetic"
+    """``armd-synthetic``, ``files`` (a directory of JSON files being appended) or ``rate-micro-batch`` (count only)."""
 
     @property
     def builder(self) -> str:
+        if self.source == "rate-micro-batch":
+            return "migration:rate_count"
         return BUILDERS + {"count": "windowed_count", "join2": "range_join", "join3": "three_way_join"}[self.shape]
+
+    @property
+    def trigger(self) -> Mapping[str, Any] | None:
+        """Files and rate-micro-batch batches are paced by a processing-time trigger; the synthetic source paces itself."""
+        return None if self.source == "armd-synthetic" else {"processingTime": f"{TRIGGER_WALL:g} seconds"}
 
     @property
     def span_windows(self) -> int:
         return 2 if self.shape == "join3" else 1
 
-    def params(self, variant: Variant, start: float) -> QueryParams:
-        extra = {"delay_seconds": DELAY, "sources": sources(self.rates, start), **self.extra, **variant.extra}
+    def params(self, variant: Variant, start: float, where: str = "") -> QueryParams:
+        extra = {"delay_seconds": DELAY, "sources": sources(self.rates, start, self.source, where), "end": start + END,
+                 **self.extra, **variant.extra}
         return QueryParams(windows={"w": variant.window}, slides={"w": variant.slide} if variant.slide else {},
                            join_order=variant.join_order, extra=extra)
 
@@ -141,7 +160,18 @@ SCENARIOS = [
     Scenario("three-way join: range 2 s → 4 s", "join3", {"a": 3.0, "b": 6.0, "c": 1.5}, Variant(2.0), Variant(4.0)),
     Scenario("three-way join: order (a ⋈ b) ⋈ c → (a ⋈ c) ⋈ b", "join3", {"a": 3.0, "b": 6.0, "c": 1.5},
              Variant(4.0, join_order=("a", "b", "c")), Variant(4.0, join_order=("a", "c", "b"))),
+    Scenario("files: count per key, window 6 s → 10 s, slide 2 s → 1 s", "count", {"clicks": 10.0}, Variant(6.0, 2.0),
+             Variant(10.0, 1.0), source="files"),
+    Scenario("rate-micro-batch: count per key, window 6 s → 10 s, slide 2 s → 1 s", "count", {"clicks": 10.0},
+             Variant(6.0, 2.0), Variant(10.0, 1.0), source="rate-micro-batch"),
 ]
+TRIGGER_WALL = 0.5
+"""Processing-time trigger (wall seconds) of the files and rate-micro-batch scenarios; their event time advances
+BATCH seconds per trigger (files appear at SPEED / 4 event seconds per wall second, rate-micro-batch advances
+BATCH per batch)."""
+FILE_SLICE = 1.0
+"""Event seconds each JSON file of the files scenario covers."""
+FILE_SCHEMA = "event_time TIMESTAMP, key BIGINT, value DOUBLE"
 
 
 ALIGN = 4
@@ -154,11 +184,64 @@ def origin() -> float:
     return ALIGN * math.ceil((time.time() + 3) / ALIGN)
 
 
-def sources(rates: Mapping[str, float], start: float) -> dict[str, dict[str, Any]]:
+def sources(rates: Mapping[str, float], start: float, kind: str = "armd-synthetic", where: str = "") -> dict[str, dict[str, Any]]:
+    """Each stream's source options (``params.extra["sources"]``); ``where`` is the files scenario's directory."""
     names = ",".join(rates)
-    return {name: {"start": repr(start), "schedule": json.dumps(schedule_json(Schedule(rate))), "seed": 11, "all_streams": names,
-                   "keys": KEYS, "end_seconds": END, "max_seconds_per_batch": BATCH, "speed": SPEED}
-            for name, rate in rates.items()}
+    synthetic = {name: {"start": repr(start), "schedule": json.dumps(schedule_json(Schedule(rate))), "seed": 11,
+                        "all_streams": names, "keys": KEYS, "end_seconds": END, "max_seconds_per_batch": BATCH, "speed": SPEED}
+                 for name, rate in rates.items()}
+    if kind == "files":
+        # At most BATCH event seconds per batch, like the synthetic source: a slow run must not leap ahead.
+        return {name: {"format": "json", "path": f"{where}/{name}", "schema": FILE_SCHEMA, "event_time_column": "event_time",
+                       "maxFilesPerTrigger": str(int(BATCH / FILE_SLICE))} for name in rates}
+    if kind == "rate-micro-batch":
+        return {name: {"format": "rate-micro-batch", "rowsPerBatch": str(int(rate * BATCH)), "numPartitions": "1",
+                       "startTimestamp": str(int(start * 1000)), "advanceMillisPerBatch": str(int(BATCH * 1000))}
+                for name, rate in rates.items()}
+    return synthetic
+
+
+def write_files(rates: Mapping[str, float], start: float, where: str, pace: float | None = None) -> None:
+    """The synthetic arrivals as JSON files, one per FILE_SLICE event seconds, written (renamed in) in event-time order.
+
+    ``pace``: event seconds per wall-clock second (None: all at once). Rows are the ``armd-synthetic`` source's, so
+    every run over the directory sees the same input.
+    """
+    for name, options in sources(rates, start).items():
+        os.makedirs(f"{where}/{name}", exist_ok=True)
+    arrivals = {name: Arrivals(SourceOptions.parse({"stream": name, **{k: str(v) for k, v in o.items()}}))
+                for name, o in sources(rates, start).items()}
+    began = time.monotonic()
+    for i in range(int(END / FILE_SLICE)):
+        if pace is not None:
+            time.sleep(max(0.0, began + i * FILE_SLICE / pace - time.monotonic()))
+        for name, source in arrivals.items():
+            lines = [json.dumps({"event_time": datetime.fromtimestamp(start + t, tz=timezone.utc).isoformat(), "key": int(k),
+                                 "value": float(v)})
+                     for times, keys, values in source.between(int(i * FILE_SLICE * 1000), int((i + 1) * FILE_SLICE * 1000))
+                     for t, k, v in zip(times, keys, values)]
+            staged = f"{where}/.{name}-{i:04d}.json"
+            with open(staged, "w") as out:
+                out.write("\n".join(lines) + "\n")
+            os.replace(staged, f"{where}/{name}/part-{i:04d}.json")
+
+
+def rate_count(spark: Any, params: QueryParams) -> Any:
+    """``windowed_count`` over ``rate-micro-batch``: key = value mod KEYS, rows up to the scenario's end."""
+    from pyspark.sql import functions as F
+
+    from armd.adapters.spark.builders import _window, interval
+    from armd.adapters.spark.sources import read_source
+
+    name = next(iter(params.extra["sources"]))
+    df = read_source(spark, params.extra["sources"], name).select(
+        F.col("timestamp").alias("event_time"), (F.col("value") % KEYS).alias("key"))
+    df = df.filter(F.col("event_time") < F.timestamp_seconds(F.lit(float(params.extra["end"]))))
+    df = df.withWatermark("event_time", interval(float(params.extra.get("delay_seconds", 0)) or 0.001))
+    return df.groupBy(_window(params, "w", 10.0, 1.0), "key").agg(F.count(F.lit(1)).alias("n"))
+
+
+rate_count.reference_point = "window.end"  # type: ignore[attr-defined]
 
 
 def results(rows: list[dict], start: float) -> dict[tuple, list[int]]:
@@ -189,33 +272,49 @@ def compare(expected: dict[tuple, list[int]], got: dict[tuple, list[int]]) -> di
     }
 
 
-def _read_to_end(listener: ProgressListener, manager: QueryManager, name: str, timeout: float = 120.0) -> None:
+def _at_end(offset: str, start: float) -> bool:
+    """Whether a source has read to the scenario's end (and, for rate-micro-batch, the batches that emit its last windows)."""
+    doc = json.loads(offset)
+    if "event_ms" in doc:
+        return doc["event_ms"] >= END * 1000
+    if "timestamp" in doc:
+        return doc["timestamp"] >= (start + END + 3 * BATCH) * 1000
+    return True  # files: the writer is done when this is asked; processAllAvailable reads the rest
+
+
+def _read_to_end(listener: ProgressListener, manager: QueryManager, name: str, start: float, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         latest = listener.latest(name)
-        if latest is not None and latest.sources and all(json.loads(s.end_offset)["event_ms"] >= END * 1000 for s in latest.sources):
+        if latest is not None and latest.sources and all(_at_end(s.end_offset, start) for s in latest.sources):
             break
         time.sleep(0.2)
     query = manager.get(name).query
-    if query is not None:
-        query.processAllAvailable()
+    if query is not None and not any('"timestamp"' in (s.end_offset or "") for s in latest.sources):
+        query.processAllAvailable()  # never returns on rate-micro-batch, whose next batch is always available
     manager.stop(name)
 
 
 def alone(listener: ProgressListener, manager: QueryManager, sink: MemorySink, name: str, scenario: Scenario,
           variant: Variant) -> dict:
-    start = origin()
-    manager.register(ManagedSpec(name, scenario.builder, sink, scenario.params(variant, start)))
+    start, where = origin(), tempfile.mkdtemp(prefix="armd-migration-files-")
+    if scenario.source == "files":
+        write_files(scenario.rates, start, where)
+    manager.register(ManagedSpec(name, scenario.builder, sink, scenario.params(variant, start, where), trigger=scenario.trigger))
     manager.start(name)
-    _read_to_end(listener, manager, name)
+    _read_to_end(listener, manager, name, start)
     return results(sink.rows(name), start)
 
 
 def migrate(listener: ProgressListener, manager: QueryManager, sink: MemorySink, name: str, strategy: str,
             scenario: Scenario) -> dict[str, Any]:
     """Run the old plan, change it to the new one by ``strategy`` once its watermark passed MIGRATE_AT, read to the end."""
-    start = origin()
-    manager.register(ManagedSpec(name, scenario.builder, sink, scenario.params(scenario.old, start)))
+    start, where = origin(), tempfile.mkdtemp(prefix="armd-migration-files-")
+    writer = None
+    if scenario.source == "files":  # the directory is appended to while the query runs: BATCH event seconds per trigger
+        writer = threading.Thread(target=write_files, args=(scenario.rates, start, where, BATCH / TRIGGER_WALL), daemon=True)
+        writer.start()
+    manager.register(ManagedSpec(name, scenario.builder, sink, scenario.params(scenario.old, start, where), trigger=scenario.trigger))
     transitions: list = []
     applier = GenMigApplier(manager, listener, 1.0, on_transition=transitions.append)
     manager.start(name)
@@ -223,19 +322,23 @@ def migrate(listener: ProgressListener, manager: QueryManager, sink: MemorySink,
                              and r.watermark.timestamp() >= start + MIGRATE_AT, 120):
         raise RuntimeError(f"{name}: the old run did not reach {MIGRATE_AT} s of event time")
     old_run = str(manager.get(name).query.runId)  # type: ignore[union-attr]
-    new = scenario.params(scenario.new, start)
+    new = scenario.params(scenario.new, start, where)
     if strategy == "genmig":
         applier.migrate(name, new)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while applier.advance() and time.monotonic() < deadline:
             time.sleep(0.2)
         if applier.migrations:
-            raise RuntimeError(f"{name}: GenMig did not finish within 120 s (state {applier.migrations[name].state})")
-    else:  # a restarted query reads on from where the stream is now, on a fresh checkpoint
-        fresh = {s: {**o, "starting_seconds": "latest"} for s, o in new.extra["sources"].items()}
+            raise RuntimeError(f"{name}: GenMig did not finish within 240 s (state {applier.migrations[name].state})")
+    else:  # a restarted query reads on from where the stream is now (the synthetic source), else from where its
+        # source starts on a fresh checkpoint: a file source's whole directory, rate-micro-batch's first batch
+        fresh = {s: {**o, "starting_seconds": "latest"} if scenario.source == "armd-synthetic" else o
+                 for s, o in new.extra["sources"].items()}
         manager.restart(name, replace(new, extra={**new.extra, "sources": fresh}))
     new_run = str(manager.get(name).query.runId)  # type: ignore[union-attr]
-    _read_to_end(listener, manager, name)
+    if writer is not None:
+        writer.join()
+    _read_to_end(listener, manager, name, start)
     records = [r for r in listener.records(name)]
     written = sink.rows(name)
     return {"rows": results(written, start), "versions": sorted({r["plan_version"] for r in written}),
@@ -279,7 +382,7 @@ def measure_scenario(spark: Any, listener: ProgressListener, scenario: Scenario,
         old_rows = [(r.state_bytes, r.state_rows) for r in run["old"] if r.state_rows]
         per_row = sum(x for x, _ in old_rows) / sum(n for _, n in old_rows) if old_rows else math.nan
         cases.append({
-            "scenario": scenario.name, "strategy": "genmig" if strategy == "genmig" else "naive-restart",
+            "scenario": scenario.name, "source": scenario.source, "strategy": "genmig" if strategy == "genmig" else "naive-restart",
             **compare(want, run["rows"]),
             "migration_duration_s": round(old_last - began, 3) if strategy == "genmig" else 0.0,
             "window_s": window, "watermark_delay_s": DELAY, "trigger_s": BATCH,

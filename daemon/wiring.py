@@ -96,14 +96,14 @@ def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[
         app_name=spark.app_name, conf=spark.conf, state_store=spark.state_store, queries=list(plan.queries),
         streams={query: managed.streams for query, managed in config.managed.items() if managed.streams},
         on_event=on_event, on_terminated=lambda t: on_failure(t.query or t.spark_name or t.id, t.exception or t.error_class or "unknown error"),
-        log=log, migration=spark.migration, on_transition=on_transition,
+        log=log, migration=spark.migration, on_transition=on_transition, migration_timeout_seconds=spark.migration_timeout_seconds,
     )
     for query, managed in config.managed.items():
         if query in config.unmanaged:  # its plan could not be derived: every stream offered, as when deriving
             streams = list(config.source.streams)
         else:
             streams = [plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"]
-        extra = {"sources": {stream: options(stream) for stream in dict.fromkeys(streams)},
+        extra = {"sources": {stream: dict(managed.sources.get(stream) or options(stream)) for stream in dict.fromkeys(streams)},
                  "delay_seconds": managed.watermark_delay_seconds, "trigger_seconds": managed.trigger_seconds,
                  "nodes": dict(managed.nodes), **managed.params}
         if managed.join_order is not None:
@@ -115,7 +115,7 @@ def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[
         granularity = next((node.g * unit for node in nodes if node.op == "granularity" and node.g is not None), None)
         params = QueryParams(windows=windows, granularity=granularity, extra=extra)
         runtime.manager.register(ManagedSpec(query, managed.builder, sink(query), params, managed.output_mode,
-                                             {"processingTime": f"{managed.trigger_seconds:g} seconds"}))
+                                             {"processingTime": f"{managed.trigger_seconds:g} seconds"}, managed.streams))
     return runtime
 
 

@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 
 from .managed import QueryParams
 from .observed import observed_filter, observed_groups, observed_join
-from .source import FORMAT
+from .sources import read_source
 
 B = TypeVar("B")
 EMITS = ("watermark", "arrival")
@@ -72,12 +72,9 @@ def interval(seconds: float) -> str:
 
 
 def synthetic(spark: SparkSession, params: QueryParams, stream: str) -> DataFrame:
-    """The ``armd-synthetic`` stream named ``stream`` with the options in ``params.extra["sources"]``."""
-    sources = params.extra.get("sources") or {}
-    if stream not in sources:
-        raise LookupError(f"params.extra['sources'] has no stream {stream!r}; it has: {', '.join(sorted(sources)) or 'none'}")
-    options = {"stream": stream, **{k: str(v) for k, v in sources[stream].items()}}
-    return shed(spark.readStream.format(FORMAT).options(**options).load(), params, stream)
+    """The stream named ``stream`` as ``params.extra["sources"]`` describes it (``armd-synthetic`` unless it names another
+    ``format``), read so that GenMig can start a new run where an old one stands (``sources.read_source``)."""
+    return shed(read_source(spark, params.extra.get("sources") or {}, stream), params, stream)
 
 
 def shed(df: DataFrame, params: QueryParams, stream: str) -> DataFrame:

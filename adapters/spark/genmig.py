@@ -5,10 +5,12 @@ and a restart on a fresh checkpoint loses every window open across it
 (``NaiveRestartApplier``). ``GenMigApplier`` instead runs the new plan
 beside the old one and splits the results at T_split:
 
-1. planned → running: the old run's position p (event time of the end offset
-   of its latest batch, per source) is where the new run starts reading; the
-   ``armd-synthetic`` source's offsets are event time and its rows are the
-   same whoever reads them. T_split = max p + the larger window of the two
+1. planned → running: every source of both plans must meet GenMig's
+   contract (``sources``: one adapter per source kind; anything else is
+   refused before the migration starts). The old run's position p per source
+   is an event time in the data's own clock at or after everything it has
+   read, and the new run's reader starts there (the adapter gives its
+   options). T_split = max p + the larger window of the two
    plans + 1 unit + ε (``migrations.genmig.split_time``): every result of the
    new plan with its reference point at or after T_split is complete. The old
    run's sink filter (``BatchWriter.keep``) is set to keep only results
@@ -39,12 +41,15 @@ is passed to ``on_transition`` (the daemon persists it, with both runs'
 checkpoints and parameters), and ``resume`` continues a stored migration
 after the daemon was killed: both runs start again from their checkpoints
 with their filters, and the steps go on from the stored state. ``close``
-stops a migration's runs but keeps their checkpoints for that.
+stops a migration's runs but keeps their checkpoints for that. A migration
+still running or draining after ``timeout_seconds`` fails (``_give_up``)
+rather than staying open for good.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -70,9 +75,13 @@ from armd.migrations.genmig import (
 
 from .listener import ProgressListener, ProgressRecord
 from .managed import QueryManager, QueryParams, Run, load_builder
-from .source import SourceOptions, offset_seconds, offset_stream
+from .source import FORMAT as SYNTHETIC
+from .source import offset_stream
+from .sources import OldRun, SourceContractError, adapter_for, check_sources, source_format
 
 DEFAULT_REFERENCE_POINT = "window.end"
+DEFAULT_TIMEOUT_SECONDS = 600.0
+"""How long a migration may stay running or draining before it fails (``[spark] migration_timeout_seconds``)."""
 
 
 def reference_filter(expression: str, t_split: float, side: str) -> Callable[[DataFrame], DataFrame]:
@@ -112,9 +121,15 @@ class GenMigApplier:
         on_transition: Callable[[Migration], None] | None = None,
         log: Any = None,
         epsilon: float = CHRONON,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not time_unit_seconds > 0:
             raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
+        if not timeout_seconds > 0:
+            raise ValueError(f"timeout_seconds must be > 0, got {timeout_seconds!r}")
+        self.timeout_seconds, self.clock = float(timeout_seconds), clock
+        self._since: dict[str, float] = {}
         self.manager, self.listener = manager, listener
         self.time_unit_seconds = float(time_unit_seconds)
         self.on_transition = on_transition
@@ -185,28 +200,38 @@ class GenMigApplier:
 
     def _begin(self, query: str, params: QueryParams) -> None:
         managed = self.manager.get(query)
+        old_sources, new_sources = dict(managed.params.extra.get("sources") or {}), dict(params.extra.get("sources") or {})
+        try:  # a source GenMig cannot migrate is refused before anything starts
+            check_sources(old_sources)
+            check_sources(new_sources)
+            if set(new_sources) != set(old_sources):
+                raise SourceContractError(f"the new plan reads streams {sorted(new_sources)}, the old one {sorted(old_sources)}; "
+                                          "GenMig splits one input between two plans, so both must read the same streams")
+        except SourceContractError as exc:
+            raise PermanentError(f"query {query!r}: {exc}") from None
         latest = self._latest(managed.query)
         if latest is None:  # expected right after a start: the next batch brings it
             raise NotReady(f"query {query!r} has not completed a batch yet; GenMig needs its position")
-        origins = self._origins(managed.params)
-        positions = {stream: origins[stream] + seconds for stream, seconds in self._positions(latest).items()}
-        if not positions or set(positions) != set(origins):  # no batch will change what the sources' offsets are
-            raise PermanentError(f"query {query!r}: GenMig needs the event-time offsets of every source "
-                                 f"(armd-synthetic); found {sorted(positions)} of {sorted(origins)}")
+        try:
+            olds = self._old_runs(query, managed.spec.streams, old_sources, latest)
+            positions = {s: adapter_for(s, o).position(s, o, olds[s]) for s, o in old_sources.items()}
+            starts = {s: adapter_for(s, o).start(s, o, olds[s], positions[s]) for s, o in new_sources.items()}
+        except SourceContractError as exc:
+            if not any(r.input_rows for r in self._records(latest.run_id)):  # nothing read yet: a later batch may tell
+                raise NotReady(f"query {query!r}: {exc}") from None
+            raise PermanentError(f"query {query!r}: {exc}") from None
         span = max(float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (managed.params, params))
         t_split = split_time(positions, span, self.epsilon, unit=self.time_unit_seconds)
         reference = str(_hint(managed, managed.params, "reference_point", DEFAULT_REFERENCE_POINT))
         emits = str(_hint(managed, managed.params, "emits", "watermark"))
         migration = Migration(query, self.strategy, managed.params.as_json(), params.as_json(),
                               facts={"positions": positions, "reference_point": reference, "span_seconds": span, "emits": emits,
+                                     "starts": {s: start.note for s, start in starts.items()},
                                      "old_run": str(managed.query.runId) if managed.query else None,
                                      "old_checkpoint": str(managed.checkpoint)})
         old_run = self.manager.hand_over(query)
         old_run.writer.keep = reference_filter(reference, t_split, "old")
-        starting = {stream: positions[stream] - origins[stream] for stream in positions}
-        sources = {stream: {**options, "starting_seconds": repr(starting[stream])}
-                   for stream, options in (params.extra.get("sources") or {}).items()}
-        new_params = replace(params, extra={**params.extra, "sources": sources})
+        new_params = replace(params, extra={**params.extra, "sources": {s: dict(start.options) for s, start in starts.items()}})
         try:
             new_query = self.manager.start(query, new_params, keep=reference_filter(reference, t_split, "new"))
         except Exception:
@@ -214,6 +239,7 @@ class GenMigApplier:
             self.manager.take_back(query, old_run)
             raise
         self._old[query] = old_run
+        self._since[query] = self.clock()
         started = max(positions.values())
         migration = migration.to(RUNNING, started, "new plan started beside the old one", t_split=t_split, started=started,
                                  new_plan=new_params.as_json(),
@@ -245,6 +271,7 @@ class GenMigApplier:
                 self.manager.end_run(old_run, keep_checkpoint=True)
                 raise
             self._old[query] = old_run
+            self._since[query] = self.clock()
             self.migrations[query] = migration
             self.log.info("genmig_resumed", query=query, state=migration.state, t_split=t_split)
 
@@ -269,12 +296,14 @@ class GenMigApplier:
     def _advance(self, query: str, migration: Migration) -> None:
         """Read the two facts of ``migrations.genmig.next_state`` off the runs' progress and take the transitions it says."""
         old, managed = self._old[query], self.manager.get(query)
+        if self.clock() - self._since.get(query, self.clock()) > self.timeout_seconds:
+            self._give_up(query, migration)
+            return
         if migration.state == RUNNING:
             latest = self._latest(managed.query)
             if latest is not None:
-                origins = self._origins(managed.params)
-                new_read = {s: origins[s] + v for s, v in self._positions(latest).items()}
-                new_passed = passed_split(new_read, migration.t_split, list(origins))
+                new_read = self._read(query, managed.spec.streams, managed.params, latest)
+                new_passed = passed_split(new_read, migration.t_split, list(managed.params.extra.get("sources") or {}))
                 if next_state(migration, new_passed_split=new_passed, old_done=False) == DRAINING:
                     migration = migration.to(DRAINING, max(new_read.values()), "the new plan has read past T_split")
                     self._record(migration)
@@ -282,15 +311,38 @@ class GenMigApplier:
             latest = self._latest(old.query)
             watermark = latest.watermark.timestamp() if latest is not None and latest.watermark is not None else None
             if migration.facts.get("emits") == "arrival":
-                origins = self._origins(old.params)
-                read = {s: origins[s] + v for s, v in self._positions(latest).items()} if latest is not None else {}
-                done, note = passed_split(read, migration.t_split, list(origins)), "it had read past T_split"
+                read = self._read(query, managed.spec.streams, old.params, latest) if latest is not None else {}
+                done, note = passed_split(read, migration.t_split, list(old.params.extra.get("sources") or {})), "it had read past T_split"
             else:
                 done, note = old_plan_done(watermark, migration.t_split), "its watermark passed T_split"
             if next_state(migration, new_passed_split=True, old_done=done or not old.query.isActive) == DONE:
                 self.manager.end_run(old)
                 del self._old[query]
+                self._since.pop(query, None)
                 self._record(migration.to(DONE, watermark or migration.t_split, f"old plan stopped after {note}"))
+
+    def _give_up(self, query: str, migration: Migration) -> None:
+        """A migration past its timeout fails rather than stay open for good; the query keeps one run.
+
+        While running, the new run has not passed T_split, so it is dropped and the old run answers alone again.
+        While draining, the new run owns everything from T_split on; the old run is stopped, and the results before
+        T_split it had not emitted yet are lost — the note says so.
+        """
+        old = self._old.pop(query)
+        self._since.pop(query, None)
+        limit = f"within {self.timeout_seconds:g} s"
+        if migration.state == RUNNING:
+            self.manager.stop(query)
+            old.writer.keep = None
+            self.manager.take_back(query, old)
+            note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in event "
+                    "time); it was stopped and the old plan answers alone again")
+        else:
+            self.manager.end_run(old)
+            note = (f"timed out: the old plan's watermark did not pass T_split {limit}; it was stopped, its results "
+                    "before T_split not emitted by then are lost, the new plan answers from T_split on")
+        self.log.error("genmig_timeout", query=query, state=migration.state, t_split=migration.t_split)
+        self._record(migration.to(FAILED, migration.t_split or 0.0, note))
 
     def _record(self, migration: Migration) -> None:
         if migration.final:
@@ -308,21 +360,46 @@ class GenMigApplier:
             return None
         return self.listener.latest_of_run(str(query.runId))
 
-    @staticmethod
-    def _positions(record: ProgressRecord) -> dict[str, float]:
-        """Event seconds (after the source's origin) up to which each armd-synthetic source of the run has read."""
-        out = {}
-        for source in record.sources:
-            stream, seconds = offset_stream(source.end_offset), offset_seconds(source.end_offset)
-            if stream is not None and seconds is not None:
-                out[stream] = seconds
-        return out
+    def _records(self, run_id: str) -> list[ProgressRecord]:
+        return [r for r in self.listener.records() if r.run_id == run_id]
 
-    @staticmethod
-    def _origins(params: QueryParams) -> Mapping[str, float]:
-        """Epoch seconds of each source's origin (its ``start`` option)."""
-        origins = {}
-        for stream, options in (params.extra.get("sources") or {}).items():
-            parsed = SourceOptions.parse({"stream": stream, **{k: str(v) for k, v in options.items()}})
-            origins[stream] = parsed.start
-        return origins
+    def _old_runs(self, query: str, streams: tuple[str, ...], sources: Mapping[str, Any],
+                  record: ProgressRecord) -> dict[str, OldRun]:
+        """Each stream's progress in ``record`` and its run's largest event time read.
+
+        ``armd-synthetic`` offsets name their stream; the other sources are taken in Spark's order, which is
+        ``[managed.NAME] streams`` when given, else the order of ``params.extra["sources"]``.
+        """
+        maxima = [r.event_max.timestamp() for r in self._records(record.run_id) if r.event_max is not None]
+        max_event = max(maxima) if maxima else None
+        named = {offset_stream(s.end_offset): s for s in record.sources if offset_stream(s.end_offset) is not None}
+        others = [s for s in record.sources if offset_stream(s.end_offset) is None]
+        order = [s for s in (streams or tuple(sources)) if s in sources and s not in named]
+        if len(others) != len(order) or not set(named) <= set(sources):
+            described = "; ".join(s.description for s in record.sources)
+            raise SourceContractError(
+                f"the query reads {len(record.sources)} source(s) ({described}) but params.extra['sources'] declares "
+                f"{sorted(sources)}; GenMig migrates only sources a builder reads with read_source from there")
+        pairs = {**named, **dict(zip(order, others))}
+        for stream, progress in pairs.items():
+            if source_format(sources[stream]) == SYNTHETIC and offset_stream(progress.end_offset) is None:
+                raise SourceContractError(
+                    f"stream {stream!r} is declared as armd-synthetic in params.extra['sources'], but the query reads "
+                    f"{progress.description or 'another source'}; read it with read_source and declare its format and "
+                    "options there (docs/genmig.md, 'Writing a source GenMig can migrate')")
+        return {stream: OldRun(s.end_offset, max_event, s.description) for stream, s in pairs.items()}
+
+    def _read(self, query: str, streams: tuple[str, ...], params: QueryParams, record: ProgressRecord) -> dict[str, float]:
+        """Event time up to which a run has read, per stream (streams whose position is unknown yet are left out)."""
+        sources = dict(params.extra.get("sources") or {})
+        try:
+            olds = self._old_runs(query, streams, sources, record)
+        except SourceContractError:
+            return {}
+        out = {}
+        for stream, old in olds.items():
+            try:
+                out[stream] = adapter_for(stream, sources[stream]).position(stream, sources[stream], old)
+            except SourceContractError:
+                pass
+        return out

@@ -385,6 +385,14 @@ class NaiveRestartApplier:
         self.log = log
         self.clock = clock or (lambda: datetime.now(timezone.utc))
 
+    def announce(self) -> None:
+        """Say, once at start, that this applier was chosen and loses results (each use says it again)."""
+        message = ('[spark] migration = "naive-restart": every change of settings restarts its query on a fresh '
+                   "checkpoint and loses the results of windows open across it; GenMig is exact")
+        self.log.warning("naive_restart_configured", migration=self.strategy, lossy=True)
+        if self.on_event is not None:
+            self.on_event(EventRecord(self.clock(), "naive_restart_configured", "warning", message, details={"lossy": True}))
+
     def apply(self, query: str, old: QuerySettings | None, new: QuerySettings) -> str:
         managed = self.manager.get(query)
         before = managed.params

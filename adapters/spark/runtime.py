@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from armd.control.ports import EventRecord
 from armd.migrations.genmig import Migration
 
-from .genmig import GenMigApplier
+from .genmig import DEFAULT_TIMEOUT_SECONDS, GenMigApplier
 
 from .listener import ProgressListener, SparkStats, TerminationHook
 from .managed import NaiveRestartApplier, QueryManager
@@ -48,8 +48,9 @@ class SparkRuntime:
         on_event: Callable[[EventRecord], None] | None = None,
         on_terminated: TerminationHook | None = None,
         log: Any = None,
-        migration: str = "naive-restart",
+        migration: str = "genmig",
         on_transition: Callable[[Migration], None] | None = None,
+        migration_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> "SparkRuntime":
         """Everything the daemon needs; ``[spark]`` of the configuration gives master, app_name and conf."""
         spark = build_session(master, app_name, conf, state_store=state_store)
@@ -60,9 +61,11 @@ class SparkRuntime:
         stats = SparkStats(listener, time_unit_seconds, streams=streams, queries=queries)
         applier: NaiveRestartApplier | GenMigApplier
         if migration == "genmig":
-            applier = GenMigApplier(manager, listener, time_unit_seconds, on_transition=on_transition, log=log)
+            applier = GenMigApplier(manager, listener, time_unit_seconds, on_transition=on_transition, log=log,
+                                    timeout_seconds=migration_timeout_seconds)
         elif migration == "naive-restart":
             applier = NaiveRestartApplier(manager, time_unit_seconds, on_event=on_event, log=log)
+            applier.announce()
         else:
             raise ValueError(f"migration must be naive-restart or genmig, got {migration!r}")
         return cls(spark, listener, manager, stats, applier, log)

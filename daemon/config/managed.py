@@ -111,8 +111,33 @@ def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkC
         raise t.error(("streams",), f"expected a list of plan stream names ({listing(plan.streams)}), got {show(streams)}")
     return ManagedQueryConfig(**t.read(
         ManagedQueryConfig, sink=_sink(name, t), nodes=dict(nodes), params=dict(t.mapping("params")),
-        streams=tuple(streams), join_order=_join_order(name, t, plan, spark) if "join_order" in t.raw else None,
+        streams=tuple(streams), sources=_sources(name, t, plan, spark), join_order=_join_order(name, t, plan, spark) if "join_order" in t.raw else None,
     ))
+
+
+def _sources(query: str, managed: Table, plan: PlanSet, spark: SparkConfig) -> dict[str, dict[str, Any]]:
+    """``[managed.NAME.sources.STREAM]``: each a source of the query's plan streams, which GenMig must be able to migrate."""
+    raw = managed.mapping("sources")
+    if not raw:
+        return {}
+    from armd.adapters.spark.sources import SourceContractError, adapter_for  # imports pyspark: Spark configurations only
+
+    own = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+    out: dict[str, dict[str, Any]] = {}
+    for stream, options in raw.items():
+        if stream not in own:
+            raise managed.error(("sources", stream), f"not a stream query {query!r} reads; its streams: {listing(own)}")
+        if not isinstance(options, dict) or not all(isinstance(v, (str, int, float, bool)) for v in options.values()):
+            raise managed.error(("sources", stream), "expected a table of source options (strings, numbers, booleans), "
+                                                     f"got {show(options)}")
+        out[stream] = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in options.items()}
+        if spark.migration == "genmig":
+            try:
+                adapter_for(stream, out[stream])
+            except SourceContractError as exc:
+                raise managed.error(("sources", stream), f"{exc}; choose a source GenMig can migrate or set [spark] "
+                                                         'migration = "naive-restart" (lossy)') from None
+    return out
 
 
 def _sink(query: str, managed: Table) -> SinkConfig:

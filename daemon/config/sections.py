@@ -128,8 +128,12 @@ class SparkConfig:
                                   "directory per query run), relative to the working directory.")
     state_store: str = setting("hdfs", choices=STATE_STORES, doc="Spark's state store provider: ``hdfs`` (Spark's "
                                "default) or ``rocksdb``.")
-    migration: str = setting("naive-restart", choices=MIGRATIONS, doc="How new settings are put into force on Spark "
-                             "(one of ``MIGRATIONS``).")
+    migration: str = setting("genmig", choices=MIGRATIONS, doc="How new settings are put into force on Spark: "
+                             "``genmig`` (exact; every query's sources must meet its contract) or ``naive-restart`` "
+                             "(LOSSY, only by explicit choice; logged as a warning at start and at each use).")
+    migration_timeout_seconds: float = setting(600.0, rule=at_most(POSITIVE, DAY, "a day"), doc="A GenMig migration "
+                                               "still running or draining after this long fails (with the reason) "
+                                               "instead of staying open for good.")
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,9 @@ class ManagedQueryConfig:
     nodes: Mapping[str, str] = setting(factory=dict, doc="The builder's node name → the plan node id it stands for "
                                        "(names not given are plan node ids).")
     params: Mapping[str, Any] = setting(factory=dict, doc="Anything else the builder reads from ``params.extra``.")
+    sources: Mapping[str, Mapping[str, Any]] = setting(factory=dict, doc="Per plan stream, the Spark source the builder "
+                                                       "reads (``format`` and reader options, see genmig.md); default "
+                                                       "the ``armd-synthetic`` source driven by ``[source.streams]``.")
     streams: tuple[str, ...] = setting((), doc="Plan stream of each of the query's Spark sources, in Spark's order; "
                                        "only for sources other than ``armd-synthetic``.")
     join_order: JoinOrderConfig | None = setting(None, doc="For a multi-way join run by JISC (builder "

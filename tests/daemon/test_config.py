@@ -396,3 +396,20 @@ inputs = [ { ref = "clicks_10s" } ]
     assert "own copy" in message and "\n" not in message
     simulated = MINIMAL + '\n[plan.queries.per_key]\nop = "aggregate"\ninputs = [ { ref = "clicks_10s" } ]\n'
     assert load_config(write(tmp_path, simulated), environ={}).plan.query_nodes("per_key")  # without Spark, sharing stays
+
+
+def test_a_source_genmig_cannot_migrate_is_accepted_only_with_the_naive_restart_chosen(tmp_path):
+    text = MINIMAL + "[spark]\nmigration = 'naive-restart'\n" + SPARK + f"builder = '{COUNT}'\n" + \
+        "[managed.per_second.sources.clicks]\nformat = 'socket'\nhost = 'localhost'\nport = 9999\n"
+    path = tmp_path / "armd.toml"
+    path.write_text(text)
+    config = load_config(path, environ={})
+    assert config.spark.migration == "naive-restart"
+    assert config.managed["per_second"].sources == {"clicks": {"format": "socket", "host": "localhost", "port": "9999"}}
+
+
+def test_genmig_is_the_default_migration():
+    assert load_config(SPARK_EXAMPLE, environ={}).spark.migration == "genmig"
+    from armd.daemon.config.sections import SparkConfig
+
+    assert SparkConfig().migration == "genmig"

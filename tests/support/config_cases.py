@@ -90,6 +90,16 @@ MISTAKES = [
     ("unknown state store", "[spark]\nstate_store = 'memory'", "spark.state_store", "one of hdfs, rocksdb"),
     ("unknown source stream", SPARK + f"builder = '{COUNT}'\nstreams = ['views']", "managed.per_second.streams", "plan stream names (clicks)"),
     ("unknown migration", "[spark]\nmigration = 'magic'", "spark.migration", "one of naive-restart, genmig"),
+    ("socket source under GenMig", SPARK + f"builder = '{COUNT}'\nsources = {{ clicks = {{ format = 'socket', port = 9 }} }}",
+     "managed.per_second.sources.clicks", "cannot migrate a 'socket' source: not replayable"),
+    ("rate source under GenMig", SPARK + f"builder = '{COUNT}'\n[managed.per_second.sources.clicks]\nformat = 'rate'",
+     "managed.per_second.sources.clicks", "use rate-micro-batch"),
+    ("undeclared user source", SPARK + f"builder = '{COUNT}'\n[managed.per_second.sources.clicks]\nformat = 'ticks'\n"
+     "data_source = 'support.user_source:Undeclared'", "managed.per_second.sources.clicks", "does not declare the GenMig contract"),
+    ("file source without event time", SPARK + f"builder = '{COUNT}'\n[managed.per_second.sources.clicks]\nformat = 'json'\n"
+     "path = '/data'", "managed.per_second.sources.clicks", "event_time_column"),
+    ("source of another stream", SPARK + f"builder = '{COUNT}'\n[managed.per_second.sources.views]\nformat = 'json'",
+     "managed.per_second.sources.views", "its streams: clicks"),
     (
         "steps not ascending",
         "[source.streams.clicks]\nsteps = [ { at_seconds = 5, rate_per_second = 1 }, { at_seconds = 2, rate_per_second = 1 } ]",

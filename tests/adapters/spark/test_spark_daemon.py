@@ -68,6 +68,7 @@ bursts = [ {{ at_seconds = 5, duration_seconds = 600, factor = 5 }} ]
 rate_per_second = 5
 keys = 10
 [spark]
+migration = "naive-restart"
 checkpoint_dir = "{tmp}/checkpoints"
 conf = {{ "spark.ui.enabled" = "false", "spark.sql.shuffle.partitions" = 2 }}
 [managed.per_key]

@@ -62,7 +62,15 @@ def test_runtime_wires_the_ports_over_one_session(spark, tmp_path) -> None:  # n
     failed: list = []
     runtime = SparkRuntime.create(checkpoint_root=tmp_path, time_unit_seconds=0.001, on_terminated=failed.append)
     try:
-        assert runtime.spark is spark and runtime.applier.name == "naive-restart"
+        assert runtime.spark is spark and runtime.applier.name == "genmig"  # the default
         assert runtime.stats.observe(datetime.now(timezone.utc)).streams == ()
+    finally:
+        runtime.close()
+    events: list = []
+    runtime = SparkRuntime.create(checkpoint_root=tmp_path, time_unit_seconds=0.001, migration="naive-restart",
+                                  on_event=events.append)
+    try:  # the lossy restart only by explicit choice, and said so as the daemon starts
+        assert runtime.applier.name == "naive-restart"
+        assert [(e.kind, e.severity, e.details["lossy"]) for e in events] == [("naive_restart_configured", "warning", True)]
     finally:
         runtime.close()
