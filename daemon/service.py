@@ -69,8 +69,11 @@ class StartError(Exception):
     """The daemon cannot start for a reason the operator must fix (e.g. the metrics port is taken)."""
 
 
-def open_store(config: Config, log: Any) -> SqlStore:
-    """Connect with retries (each logged) and refuse an outdated schema; raises ``StoreError``."""
+def open_store(config: Config, log: Any, *, must_exist: bool = False) -> SqlStore:
+    """Connect with retries (each logged) and refuse an outdated schema; raises ``StoreError``.
+
+    ``must_exist``: a SQLite file that is not there is an error, not created (the read commands).
+    """
 
     def retrying(attempt: int, delay: float, message: str) -> None:
         log.warning("store_connect_retry", attempt=attempt, retry_in_seconds=round(delay, 3), error=message)
@@ -81,6 +84,7 @@ def open_store(config: Config, log: Any) -> SqlStore:
         backoff_seconds=config.store.connect_backoff_seconds,
         on_retry=retrying,
         call_timeout_seconds=config.store.call_timeout_seconds,
+        must_exist=must_exist,
     )
     try:
         store.require_current_schema()
@@ -281,7 +285,12 @@ class Service:
                                           f"the metadata store has been unavailable for {waited:.0f} s; {waiting} records wait "
                                           f"in memory: {error}", None, {"waited_seconds": round(waited, 3), "records_waiting": waiting}))
 
-        outbox.on_rejected, outbox.on_outage = rejected, outage
+        def lost(waiting: int, error: str) -> None:
+            # Recorded once a store is back (never, into this one), but logged and alerted now.
+            controller.report(EventRecord(controller.clock(), "store_lost", "error", error, None,
+                                          {"records_waiting": waiting}))
+
+        outbox.on_rejected, outbox.on_outage, outbox.on_lost = rejected, outage, lost
 
     def _wait(self, every_tick: Callable[[], None] | None, tick_seconds: float) -> None:
         """Until the stop: redraw the live status and keep systemd's watchdog fed while the jobs make progress."""

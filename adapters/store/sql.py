@@ -39,7 +39,8 @@ from sqlalchemy.orm import Session
 from armd.adapters.store import lease as leases
 from armd.adapters.store import models as m
 from armd.adapters.store.classify import UPGRADE_HINT, classify, one_line
-from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreUnavailable
+from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreLost, StoreUnavailable
+from armd.adapters.store.sqlite_file import FileIdentity, sqlite_path
 from armd.control.ports import (ACTUAL_PHASES, ActualState, DecisionRecord, DesiredSettings, EstimateRow, EventRecord, NodeRow,
                                 Observation, QueryRow, QuerySettings, StreamRow)
 
@@ -118,6 +119,10 @@ class SqlStore:
         self._engine = engine
         self.url_redacted = redact_url(url)
         self.call_timeout_seconds = call_timeout_seconds
+        self._file: FileIdentity | None = None
+        """For a SQLite file: which file was opened, checked before every call (see ``sqlite_file.py``)."""
+        self.lost: str | None = None
+        """Why the SQLite file is no longer the one opened; once set, every call raises ``StoreLost``."""
 
     # ---------------------------------------------------------------- opening
 
@@ -130,6 +135,7 @@ class SqlStore:
         backoff_seconds: float = 0.5,
         on_retry: OnRetry | None = None,
         call_timeout_seconds: float = CALL_TIMEOUT_SECONDS,
+        must_exist: bool = False,
     ) -> SqlStore:
         """Create the engine and check that the database answers.
 
@@ -139,7 +145,13 @@ class SqlStore:
         After the last attempt it raises ``StoreUnavailable``. A URL that
         names no usable database or driver raises ``StoreError`` at once.
         No call of the store blocks longer than ``call_timeout_seconds``.
+        With ``must_exist`` (the read commands) a SQLite file that does not
+        exist raises ``StoreError`` instead of being created empty.
         """
+        path = sqlite_path(url)
+        if must_exist and path is not None and not path.exists():
+            raise StoreError(f"no metadata store at {str(path)!r}: the file does not exist; it is created by "
+                             f"'armd db upgrade --config …' or 'armd run', check store.url")
         engine = cls._create_engine(url, call_timeout_seconds)
         store = cls(engine, url, call_timeout_seconds)
         attempt = 0
@@ -147,9 +159,16 @@ class SqlStore:
             attempt += 1
             try:
                 with engine.connect() as conn:
-                    conn.execute(text("SELECT 1"))
+                    # Reading the schema makes SQLite look at the file: one that is not a database fails here, at once.
+                    conn.execute(text("SELECT count(*) FROM sqlite_master" if path is not None else "SELECT 1"))
+                if path is not None:
+                    store._file = FileIdentity.of(path)
                 return store
-            except (OperationalError, InterfaceError, DBAPIError) as exc:
+            except DBAPIError as exc:
+                if path is not None and "not a database" in str(exc.orig).lower():
+                    engine.dispose()
+                    raise StoreError(f"the metadata store at {store.url_redacted} is not a SQLite database ({one_line(exc)}); "
+                                     f"check store.url, or move the file away and run armd db upgrade") from None
                 message = f"cannot connect to the metadata store at {store.url_redacted}: {one_line(exc)}"
                 if attempt > retries:
                     engine.dispose()
@@ -202,6 +221,7 @@ class SqlStore:
         (it never will be accepted) or ``TableMissing`` (both a wait and an
         upgrade hint), never a driver exception; see ``classify.py``.
         """
+        self._check_file()
         started = time.monotonic()
         where = f"metadata store at {self.url_redacted}"
         for attempt in range(len(_CALL_RETRY_DELAYS) + 1):
@@ -217,6 +237,16 @@ class SqlStore:
                     raise error from None
                 time.sleep(delay)
         raise AssertionError("unreachable")
+
+    def _check_file(self) -> None:
+        """Raise ``StoreLost`` when the SQLite file was deleted or replaced since it was opened (and from then on)."""
+        if self.lost is None and self._file is not None:
+            why = self._file.changed()
+            if why is not None:
+                self.lost = f"the metadata store's file {str(self._file.path)!r} was {why} while armd ran"
+                self._engine.dispose()  # let go of the old inode; nothing is written into it any more
+        if self.lost is not None:
+            raise StoreLost(f"{self.lost}; records wait in memory — restore the file (or run armd db upgrade) and restart armd")
 
     # ---------------------------------------------------------------- schema
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from armd.adapters.alerts.hooks import AlertHook
+from armd.adapters.store.sqlite_file import anchored_url
 from armd.costmodel.plan import PlanSet
 from armd.policies.guardrails import Guardrails
 from armd.policies.problem import Bounds
@@ -63,6 +64,8 @@ def _read(top: Table) -> Config:
     plan_doc, plan = read_plan(top)
     plan = calibrate(top, plan, model)
     store = StoreConfig(**top.section("store", StoreConfig).read(StoreConfig))
+    # A relative SQLite path means the configuration's folder, like plan.file — never the folder a command runs in.
+    store = dataclasses.replace(store, url=anchored_url(store.url, top.file.parent))
     alerts = tuple(_alert(top, i, raw) for i, raw in enumerate(top.tables("alerts")))
     source = _source(top.section("source", SourceConfig), plan, model)
     spark = read_spark(top)

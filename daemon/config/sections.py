@@ -86,7 +86,8 @@ def importable_builder(ref: str) -> str | None:
 @dataclass(frozen=True)
 class StoreConfig:
     url: str = setting("sqlite:///armd.db", secret="password", check=store_url_scheme,
-                       doc="SQLAlchemy URL of the metadata store (``sqlite:///…`` or ``postgresql+psycopg://…``).")
+                       doc="SQLAlchemy URL of the metadata store (``sqlite:///…`` or ``postgresql+psycopg://…``); "
+                           "a relative SQLite path is relative to the configuration's folder.")
     retention_days: float = setting(7.0, rule=at_most(POSITIVE, 3650, "ten years"), doc="Observations older than this many days are pruned.")
     connect_retries: int = setting(5, rule=at_most(NON_NEGATIVE, 10), doc="Connection attempts after the first one fails.")
     connect_backoff_seconds: float = setting(0.5, rule=at_most(POSITIVE, MINUTE, "a minute"), doc="Wait before the first retry, doubled per retry.")
