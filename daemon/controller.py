@@ -257,10 +257,12 @@ class Controller:
     def housekeeping(self) -> None:
         at = self.clock()
         cutoff = at - timedelta(days=self.config.store.retention_days)
+        history = at - timedelta(days=self.config.store.history_retention_days)
 
         def prune() -> None:
-            removed = self.store.prune_observations(cutoff)
-            self.log.info("observations_pruned", removed=removed, older_than=cutoff.isoformat())
+            removed = self.store.prune(cutoff, history)
+            self.log.info("store_pruned", removed=sum(removed.values()), tables=removed, older_than=cutoff.isoformat(),
+                          history_older_than=history.isoformat())
 
         self._record("prune", prune)
 

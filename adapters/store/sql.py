@@ -41,6 +41,7 @@ from armd.adapters.store import models as m
 from armd.adapters.store.classify import UPGRADE_HINT, classify, one_line
 from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreLost, StoreUnavailable
 from armd.adapters.store.sqlite_file import FileIdentity, sqlite_path
+from armd.adapters.store.triggers import trigger_code
 from armd.control.ports import (ACTUAL_PHASES, ActualState, DecisionRecord, DesiredSettings, EstimateRow, EventRecord, NodeRow,
                                 Observation, QueryRow, QuerySettings, StreamRow)
 
@@ -439,7 +440,8 @@ class SqlStore:
     def record_decision(self, record: DecisionRecord) -> int:
         return self._insert(
             m.Decision,
-            at=_utc(record.at), policy=record.policy, trigger=record.trigger, feasible=record.feasible,
+            at=_utc(record.at), policy=record.policy, trigger=record.trigger, trigger_code=trigger_code(record.trigger),
+            feasible=record.feasible,
             dry_run=record.dry_run, applied=record.applied, weighted_qos=record.weighted_qos, reason=record.reason,
             estimated_memory_bytes=record.estimated_memory_bytes, estimated_cpu=record.estimated_cpu,
             duration_ms=record.duration_ms, inputs=_json_value(record.inputs), outputs=_json_value(record.outputs),
@@ -455,12 +457,29 @@ class SqlStore:
             message=event.message, details=_json_value(event.details),
         )
 
-    def prune_observations(self, older_than: datetime) -> int:
-        cutoff = _utc(older_than)
+    def prune(self, older_than: datetime, history_older_than: datetime | None = None) -> dict[str, int]:
+        """Delete what grows with time: rows removed per table.
 
-        def run(session: Session) -> int:
-            removed = session.execute(delete(m.ObservationRow).where(m.ObservationRow.at < cutoff)).rowcount
-            return removed + session.execute(delete(m.BatchRow).where(m.BatchRow.at < cutoff)).rowcount
+        Observations, batches and estimates before ``older_than``; decisions,
+        events and finished migrations before ``history_older_than`` (default
+        ``older_than``), except the latest decision, which ``status`` and
+        ``explain`` show. Estimates of a pruned decision lose the link
+        (``decision_id`` becomes NULL, through the foreign key).
+        """
+        cutoff = _utc(older_than)
+        history = _utc(history_older_than) if history_older_than is not None else cutoff
+
+        def run(session: Session) -> dict[str, int]:
+            latest = select(func.max(m.Decision.id)).scalar_subquery()
+            statements = {
+                "observations": delete(m.ObservationRow).where(m.ObservationRow.at < cutoff),
+                "batches": delete(m.BatchRow).where(m.BatchRow.at < cutoff),
+                "estimates": delete(m.Estimate).where(m.Estimate.at < cutoff),
+                "events": delete(m.Event).where(m.Event.at < history),
+                "migrations": delete(m.Migration).where(m.Migration.finished_at < history),
+                "decisions": delete(m.Decision).where(m.Decision.at < history, m.Decision.id != latest),
+            }
+            return {table: int(session.execute(stmt).rowcount or 0) for table, stmt in statements.items()}
 
         return self._call(run)
 

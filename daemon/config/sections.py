@@ -88,13 +88,16 @@ class StoreConfig:
     url: str = setting("sqlite:///armd.db", secret="password", check=store_url_scheme,
                        doc="SQLAlchemy URL of the metadata store (``sqlite:///…`` or ``postgresql+psycopg://…``); "
                            "a relative SQLite path is relative to the configuration's folder.")
-    retention_days: float = setting(7.0, rule=at_most(POSITIVE, 3650, "ten years"), doc="Observations older than this many days are pruned.")
+    retention_days: float = setting(7.0, rule=at_most(POSITIVE, 3650, "ten years"), doc="Observations, batches and estimates older "
+                                    "than this many days are pruned.")
     connect_retries: int = setting(5, rule=at_most(NON_NEGATIVE, 10), doc="Connection attempts after the first one fails.")
     connect_backoff_seconds: float = setting(0.5, rule=at_most(POSITIVE, MINUTE, "a minute"), doc="Wait before the first retry, doubled per retry.")
     call_timeout_seconds: float = setting(5.0, rule=at_most(POSITIVE, HOUR, "an hour"), doc="Longest one store call may block (a lock held by "
                                           "another connection, a hung server) before it counts as unavailable.")
     lease_seconds: float = setting(15.0, rule=at_most(POSITIVE, DAY, "a day"), doc="The active daemon renews its lease on the store this "
                                    "often at least; another daemon may take over once it lapses.")
+    history_retention_days: float = setting(90.0, rule=at_most(POSITIVE, 3650, "ten years"), doc="Decisions, events and finished "
+                                            "migrations older than this many days are pruned (the latest decision is kept).")
 
 
 @dataclass(frozen=True)
