@@ -70,7 +70,7 @@ class Controller:
         self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
         self.running: dict[str, QuerySettings] = self._read("read_settings", "current_settings")
         for query, settings in self.running.items():
-            self.metrics.qos(query, settings.qos)
+            self.metrics.settings(query, settings)
 
     # --- configuration -----------------------------------------------------------------------
 
@@ -152,7 +152,7 @@ class Controller:
             first = query not in self._versions
             self._versions[query] = state.plan_version
             self.running[query] = state.settings
-            self.metrics.qos(query, state.settings.qos)
+            self.metrics.settings(query, state.settings)
             if state.at is not None and not (first and state.at < self.started):  # put in force by this run: cool-down
                 self.changed_at[query] = self._units(state.at)
         self.migrating = {q for q, state in actual.items() if state.phase == "migrating"}
@@ -208,6 +208,7 @@ class Controller:
     def _admitted(self, tick: Tick, at: datetime) -> None:
         for query in tick.removed:
             self.running.pop(query, None)
+            self.metrics.forget(query)
         for verdict in tick.admissions:
             query, status = verdict.query, "active" if verdict.admitted else "rejected"
             if verdict.admitted:
@@ -227,6 +228,9 @@ class Controller:
 
         self._record("decision", write)
         self.metrics.decision(record.duration_ms / 1e3)
+        recommended = {**self.running, **{query: decided for query, (_in_force, decided) in tick.changes.items()}}
+        for query, settings in recommended.items():
+            self.metrics.recommend(query, settings)
         self.log.info("decision_made", policy=record.policy, trigger=record.trigger, feasible=record.feasible,
                       weighted_qos=round(record.weighted_qos, 6), changes=len(tick.desired), dry_run=record.dry_run,
                       duration_ms=round(record.duration_ms, 3), decision=record.id)

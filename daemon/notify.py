@@ -2,7 +2,10 @@
 
 Under ``Type=notify`` systemd waits for ``READY=1`` before it counts armd as
 started, restarts it when ``WATCHDOG=1`` stops arriving within
-``WatchdogSec``, and shows ``STOPPING=1`` while it shuts down. Messages are
+``WatchdogSec``, and shows ``STOPPING=1`` while it shuts down. ``STATUS=``
+is the line ``systemctl status`` shows (armd sends one after every cycle);
+``EXTEND_TIMEOUT_USEC=`` pushes the start timeout out while something slow
+but alive runs (a JVM and a SparkContext starting). Messages are
 datagrams to the socket named by ``$NOTIFY_SOCKET`` (a path, or ``@name``
 for the abstract namespace). Without that variable — run by hand, in a
 container — every call does nothing. A lost datagram must not hurt the
@@ -13,7 +16,10 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Mapping
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator, Mapping
 
 
 class Notifier:
@@ -53,3 +59,27 @@ class Notifier:
 
     def status(self, text: str) -> bool:
         return self.send(f"STATUS={text}")
+
+    @contextmanager
+    def extending(self, what: str, seconds: float = 60.0, every: float = 20.0, up_to: float = 600.0) -> Iterator[None]:
+        """While the block runs, keep systemd's start timeout ``seconds`` ahead (every ``every`` s, for ``up_to`` s at
+        most, so a start that hangs still times out) and show ``STATUS=what``."""
+        if not self.enabled:
+            yield
+            return
+        done = threading.Event()
+
+        def extend() -> None:
+            deadline = time.monotonic() + up_to
+            while time.monotonic() < deadline:
+                self.send(f"EXTEND_TIMEOUT_USEC={int(seconds * 1e6)}", f"STATUS={what}")
+                if done.wait(every):
+                    return
+
+        thread = threading.Thread(target=extend, name="armd-notify-extend", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()

@@ -10,6 +10,8 @@ whose settings name the core's attributes.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
@@ -58,11 +60,17 @@ def http_url(url: str) -> str | None:
     return f"expected an http:// or https:// URL, got {show(url)}"
 
 
-def loopback_only(address: str) -> str | None:
-    if address == METRICS_ADDRESS:
+def listen_address(address: str) -> str | None:
+    """An IPv4 or IPv6 address, or a host name, to listen on."""
+    try:
+        ipaddress.ip_address(address.strip("[]"))
         return None
-    return (f"expected {METRICS_ADDRESS!r}, got {show(address)}; the endpoint has no authentication and is only "
-            "served on the loopback address (put a reverse proxy in front to expose it)")
+    except ValueError:
+        pass
+    if re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*", address):
+        return None
+    return (f"expected an IP address to listen on (127.0.0.1, ::1, 0.0.0.0 for every IPv4 address, :: for every "
+            f"address) or a host name, got {show(address)}")
 
 
 def known_policy(name: str) -> str | None:
@@ -302,7 +310,8 @@ class AlertingConfig:
 @dataclass(frozen=True)
 class MetricsConfig:
     enabled: bool = setting(False, doc="Serve Prometheus metrics over HTTP.")
-    port: int = setting(9464, rule=Rule("in [0, 65535]", lambda x: 0 <= x <= 65535), doc="TCP port on 127.0.0.1 "
+    port: int = setting(9464, rule=Rule("in [0, 65535]", lambda x: 0 <= x <= 65535), doc="TCP port on ``metrics.address`` "
                         "(0: any free port, logged as ``metrics_listening``).")
-    address: str = setting(METRICS_ADDRESS, check=loopback_only, doc="Always 127.0.0.1: the endpoint has no "
-                           "authentication, so it is never exposed beyond the machine.")
+    address: str = setting(METRICS_ADDRESS, check=listen_address, doc="Address the endpoint listens on (default the "
+                           "loopback 127.0.0.1). It has no authentication: another address exposes the metrics and "
+                           "/healthz to whoever reaches it.")
