@@ -29,6 +29,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 
+from armd.adapters.alerts.alertmanager import RESOLVES
 from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, not_asked_yet, observe, orders_for_model
 from armd.control.errors import TemporaryError
 from armd.control.model import build_model, memory_of
@@ -293,7 +294,7 @@ class Controller:
         event = EventRecord(self.clock(), kind, severity, self.config.redact(message), query, json_safe(details or {}))
         getattr(self.log, severity)(kind, query=query, message=event.message, **{k: v for k, v in fields.items() if v is not None})
         self._record("event", lambda: self.store.record_event(event))
-        if severity != "info" and alert:
+        if alert and (severity != "info" or kind in RESOLVES):  # an info that ends a condition resolves its alert
             self.alerts.alert(event)
 
     def _fail(self, kind: str, message: str, query: str | None, exc: Exception) -> None:

@@ -186,8 +186,8 @@ def _alert(top: Table, index: int, raw: dict[str, Any]) -> AlertHook:
     allowed = keys_of(HookKeys, kind) if known else keys_of(HookKeys)
     t = Table(top.file, ("alerts", index), raw, allowed, f"a {kind} hook" if known else None)
     kind = t.read(HookKeys, keys=("kind",))["kind"]
-    if kind == "webhook" and "url" not in raw:
-        raise t.error(("url",), "missing; a webhook hook needs url = an http:// or https:// URL")
+    if kind in ("webhook", "alertmanager") and "url" not in raw:
+        raise t.error(("url",), f"missing; a{'n' if kind[0] == 'a' else ''} {kind} hook needs url = an http:// or https:// URL")
     given = {}
     if kind == "command":
         argv = t.value("argv", REQUIRED, "a non-empty list of strings")

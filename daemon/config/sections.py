@@ -31,7 +31,7 @@ MIGRATIONS = ("naive-restart", "genmig")
 """How the Spark adapter puts new settings into force (``[spark] migration``)."""
 SINK_KINDS = ("parquet", "sql", "memory")
 OUTPUT_MODES = ("append", "update", "complete")
-ALERT_KINDS = ("webhook", "command", "log")
+ALERT_KINDS = ("webhook", "alertmanager", "command", "log")
 STORE_SCHEMES = ("sqlite", "postgresql+psycopg")
 METRICS_ADDRESS = "127.0.0.1"
 MAX_SYNTHETIC_RATE = 100_000.0
@@ -266,15 +266,16 @@ class SourceConfig:
 class HookKeys:
     """One ``[[alerts]]`` entry, read into the alert adapter's ``AlertHook``; each kind takes only its own keys."""
 
-    kind: str = setting(choices=ALERT_KINDS, doc="``webhook``, ``command`` or ``log``.")
-    url: str | None = setting(None, kinds=("webhook",), expected="an http:// or https:// URL", check=http_url,
-                              doc="Webhook: the http(s) URL events are POSTed to (required).")
+    kind: str = setting(choices=ALERT_KINDS, doc="``webhook``, ``alertmanager``, ``command`` or ``log``.")
+    url: str | None = setting(None, kinds=("webhook", "alertmanager"), expected="an http:// or https:// URL", check=http_url,
+                              doc="Webhook: the http(s) URL events are POSTed to; alertmanager: the Alertmanager's base URL "
+                                  "(``http://host:9093``; alerts go to its ``/api/v2/alerts``). Required for both.")
     secret: str | None = setting(None, kinds=("webhook",), secret="value", doc="Webhook: HMAC key for signing the body.")
     argv: tuple[str, ...] = setting((), kinds=("command",), doc="Command: program and arguments (required); the event "
                                     "is passed on standard input.")
-    timeout_seconds: float = setting(5.0, kinds=("webhook", "command"), rule=at_most(POSITIVE, HOUR, "an hour"), doc="How long one delivery "
+    timeout_seconds: float = setting(5.0, kinds=("webhook", "alertmanager", "command"), rule=at_most(POSITIVE, HOUR, "an hour"), doc="How long one delivery "
                                      "may take.")
-    retries: int = setting(3, kinds=("webhook", "command"), rule=at_most(NON_NEGATIVE, 100), doc="Further attempts after a failed "
+    retries: int = setting(3, kinds=("webhook", "alertmanager", "command"), rule=at_most(NON_NEGATIVE, 100), doc="Further attempts after a failed "
                            "delivery.")
 
 

@@ -95,7 +95,7 @@ MISTAKES = [
         "source.streams.clicks.bursts[0].factor",
         "expected a number > 0",
     ),
-    ("bad alert kind", "[[alerts]]\nkind = 'email'", "alerts[0].kind", "one of webhook, command, log"),
+    ("bad alert kind", "[[alerts]]\nkind = 'email'", "alerts[0].kind", "one of webhook, alertmanager, command, log"),
     ("webhook without url", "[[alerts]]\nkind = 'webhook'", "alerts[0].url", "http:// or https:// URL"),
     (
         "command with empty argv",
