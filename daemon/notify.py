@@ -33,6 +33,10 @@ class Notifier:
         if usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
             self.watchdog_seconds = int(usec) / 1e6 / 2  # ping at half the timeout, as sd_watchdog_enabled(3) advises
 
+        self._lock = threading.Lock()
+        self._stopping = False
+        """After ``STOPPING=1`` no ``STATUS=`` follows (a cycle that ends during the stop would overwrite it)."""
+
     @property
     def enabled(self) -> bool:
         return self.address is not None
@@ -55,10 +59,13 @@ class Notifier:
         return self.send("WATCHDOG=1")
 
     def stopping(self) -> bool:
-        return self.send("STOPPING=1")
+        with self._lock:
+            self._stopping = True
+            return self.send("STOPPING=1")
 
     def status(self, text: str) -> bool:
-        return self.send(f"STATUS={text}")
+        with self._lock:
+            return False if self._stopping else self.send(f"STATUS={text}")
 
     @contextmanager
     def extending(self, what: str, seconds: float = 60.0, every: float = 20.0, up_to: float = 600.0) -> Iterator[None]:

@@ -80,3 +80,12 @@ def test_status_is_one_datagram(tmp_path: Path) -> None:
         sock.bind(path)
         assert Notifier({"NOTIFY_SOCKET": path}).status("3 queries running, 12 observations, 1 decisions; last cycle 05:40:00 UTC")
         assert receive(sock) == "STATUS=3 queries running, 12 observations, 1 decisions; last cycle 05:40:00 UTC"
+
+
+def test_no_status_follows_stopping(tmp_path: Path) -> None:
+    path = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(path)
+        notifier = Notifier({"NOTIFY_SOCKET": path})
+        assert notifier.stopping() and not notifier.status("a cycle that ended during the stop")
+        assert receive(sock) == "STOPPING=1"

@@ -196,7 +196,8 @@ def test_the_metrics_endpoint_of_the_running_daemon_serves_every_query(ops_run: 
     for q in admitted:
         assert 0 <= samples[f'armd_query_qos_ratio{{query="{q}"}}'] <= 1
         assert 0 <= samples[f'armd_query_recommended_qos_ratio{{query="{q}"}}'] <= 1
-        assert any(k.startswith(f'armd_query_window_seconds{{query="{q}",') for k in samples)
+        assert any(k.startswith(("armd_query_window_seconds{", "armd_query_granularity_seconds{")) and f'query="{q}"' in k
+                   for k in samples), sorted(samples)  # a query has windows, a granularity or both
         assert samples[f'armd_query_measured_memory_bytes{{query="{q}"}}'] >= 0
     assert samples["armd_estimated_memory_bytes"] > 0 and samples["armd_memory_bound_bytes"] == 10000
     assert samples["armd_decision_duration_seconds_count"] >= 1
