@@ -10,6 +10,9 @@ the control loop never has to guess from a message:
   asked for needs a precondition that time alone brings (a GenMig that waits
   for the old run's first batch to know where the new run starts). Retried
   quietly, never alerted.
+* ``Lost`` — a temporary error that time alone will not cure: the
+  storage a port wrote to vanished (the SQLite file was deleted or
+  replaced). Records wait as for any outage, but it is reported at once.
 * ``PermanentError`` — trying again will fail the same way until a person
   changes something (a source whose offsets are not event time, a query
   whose builder raises); the query is marked ``failed`` and alerted, the
@@ -33,6 +36,11 @@ class TemporaryError(Exception):
 
 class NotReady(TemporaryError):
     """A precondition that time brings is not met yet (e.g. a run has not completed a batch); retry quietly."""
+
+
+class Lost(TemporaryError):
+    """What a port writes to is gone from under it (a store's file deleted or replaced): nothing is written, records
+    wait, and it is reported at once — it will not heal by itself, a person has to restore it or restart."""
 
 
 class PermanentError(Exception):

@@ -10,7 +10,9 @@ depends on what the store says about it (``errors.py``):
   while) stops the drain; the record stays at the head and the drain is
   tried again at most every ``retry_seconds`` after the last failure ended.
   Once the oldest record has waited ``outage_alert_seconds``, ``on_outage``
-  is told once per outage (the daemon raises ``store_unavailable``);
+  is told once per outage (the daemon raises ``store_unavailable``). A
+  ``Lost`` error (the store's file was deleted or replaced) will not pass by
+  itself, so ``on_lost`` is told at once, once;
 * a ``PermanentError`` (the database will never accept this record: a number
   out of range, a broken constraint) sets the record aside — kept in
   ``rejected`` for inspection, logged with its kind, counted, and handed to
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
-from .errors import PermanentError, TemporaryError
+from .errors import Lost, PermanentError, TemporaryError
 
 RETRY_SECONDS = 1.0
 """While the store is down, writing the backlog is tried again at most this often, so the steps keep their pace."""
@@ -66,12 +68,16 @@ class Outbox:
     def __init__(self, clock: Callable[[], datetime], log: Any, *, retry_seconds: float = RETRY_SECONDS, limit: int = LIMIT,
                  outage_alert_seconds: float = OUTAGE_ALERT_SECONDS,
                  on_rejected: Callable[[RejectedRecord], None] | None = None,
-                 on_outage: Callable[[float, int, str], None] | None = None) -> None:
+                 on_outage: Callable[[float, int, str], None] | None = None,
+                 on_lost: Callable[[int, str], None] | None = None) -> None:
         self.clock, self.log = clock, log
         self.retry_seconds, self.limit, self.outage_alert_seconds = retry_seconds, limit, outage_alert_seconds
         self.on_rejected = on_rejected
         """Called with every record set aside (the daemon raises ``record_rejected``)."""
         self.on_outage = on_outage
+        self.on_lost = on_lost
+        """``on_lost(records_waiting, error)``: the store's storage vanished (told once)."""
+        self._lost_told = False
         """Called once per outage with (seconds waited, records waiting, last error) when it has lasted ``outage_alert_seconds``."""
         self.backlog: deque[tuple[str, Callable[[], Any], datetime]] = deque()
         self.down = False
@@ -132,6 +138,10 @@ class Outbox:
                 write()
             except TemporaryError as exc:
                 self._failed(kind, str(exc), queued_at)
+                if isinstance(exc, Lost) and not self._lost_told:
+                    self._lost_told = True
+                    if self.on_lost is not None:
+                        self._notices.append(lambda n=len(self.backlog), e=str(exc): self.on_lost(n, e))  # type: ignore[misc]
                 return False
             except PermanentError as exc:
                 self._set_aside(kind, write, exc)

@@ -386,8 +386,9 @@ class Store(Protocol):
         """The reconciler's latest report per query."""
         ...
 
-    def prune_observations(self, older_than: datetime) -> int:
-        """Delete observations and batch progress older than ``older_than``; returns how many."""
+    def prune(self, older_than: datetime, history_older_than: datetime | None = None) -> dict[str, int]:
+        """Delete observations, batches and estimates older than ``older_than``, and decisions, events and finished
+        migrations older than ``history_older_than``; returns how many rows per table."""
         ...
 
     def close(self) -> None: ...

@@ -237,7 +237,7 @@ def _open_store(config: Config) -> SqlStore:
     """The store for a read command: connected and on the current schema, or a ``UserError`` saying why."""
     log = logs.logger(command="cli")
     try:
-        return open_store(config, log)
+        return open_store(config, log, must_exist=True)
     except SchemaOutdated as exc:
         raise UserError(str(exc)) from None
     except StoreError as exc:

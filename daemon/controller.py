@@ -30,6 +30,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 
+from armd.adapters.alerts.alertmanager import RESOLVES
 from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, not_asked_yet, observe, orders_for_model
 from armd.control import feedback
 from armd.control.feedback import FeedbackState
@@ -74,7 +75,7 @@ class Controller:
         self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
         self.running: dict[str, QuerySettings] = self._read("read_settings", "current_settings")
         for query, settings in self.running.items():
-            self.metrics.qos(query, settings.qos)
+            self.metrics.settings(query, settings)
 
     # --- configuration -----------------------------------------------------------------------
 
@@ -83,6 +84,7 @@ class Controller:
         self.config = config
         self.setup = setup_of(config, join_orders=self.join_orders is not None)
         self.labels = node_labels(config.plan)
+        self.metrics.node_names = self.labels
         orders, _unreadable = self._read_orders()
         self.model = build_model(self.setup, self.state.selectivities.smoothed, orders_for_model(orders, self.desired),
                                  self.state.pair_selectivities)
@@ -159,7 +161,7 @@ class Controller:
             first = query not in self._versions
             self._versions[query] = state.plan_version
             self.running[query] = state.settings
-            self.metrics.qos(query, state.settings.qos)
+            self.metrics.settings(query, state.settings)
             if state.at is not None and not (first and state.at < self.started):  # put in force by this run: cool-down
                 self.changed_at[query] = self._units(state.at)
         self.migrating = {q for q, state in actual.items() if state.phase == "migrating"}
@@ -215,6 +217,7 @@ class Controller:
     def _admitted(self, tick: Tick, at: datetime) -> None:
         for query in tick.removed:
             self.running.pop(query, None)
+            self.metrics.forget(query)
         for verdict in tick.admissions:
             query, status = verdict.query, "active" if verdict.admitted else "rejected"
             if verdict.admitted:
@@ -237,26 +240,19 @@ class Controller:
 
         self._record("decision", write)
         self.metrics.decision(record.duration_ms / 1e3)
+        recommended = {**self.running, **{query: decided for query, (_in_force, decided) in tick.changes.items()}}
+        for query, settings in recommended.items():
+            self.metrics.recommend(query, settings)
         self.log.info("decision_made", policy=record.policy, trigger=record.trigger, feasible=record.feasible,
                       weighted_qos=round(record.weighted_qos, 6), changes=len(tick.desired), dry_run=record.dry_run,
                       duration_ms=round(record.duration_ms, 3), decision=record.id)
         for event in tick.events:
             self._raise(event, policy=record.policy)
         self.counters["decisions"] += 1
-        self._recommended(tick.desired)
         desired = not_asked_yet(tick.desired, self.desired)
         if desired:
             self.desired.update({row.query: row for row in desired})
             self._record("desired", lambda: self.store.write_desired(desired))
-
-    def _recommended(self, rows: Any) -> None:
-        """A dry run's desired settings as metrics, in seconds and by the names people gave the windows."""
-        unit = self.config.model.time_unit_seconds
-        for row in rows:
-            if row.recommend_only:
-                s = row.settings
-                self.metrics.recommended(row.query, {self.labels.get(n, n): w * unit for n, w in s.windows.items()},
-                                         None if s.granularity is None else s.granularity * unit, s.qos)
 
     def report(self, event: EventRecord) -> None:
         """Log, record and (for warnings and errors) alert an event an adapter made, e.g. a lossy restart."""
@@ -283,10 +279,12 @@ class Controller:
     def housekeeping(self) -> None:
         at = self.clock()
         cutoff = at - timedelta(days=self.config.store.retention_days)
+        history = at - timedelta(days=self.config.store.history_retention_days)
 
         def prune() -> None:
-            removed = self.store.prune_observations(cutoff)
-            self.log.info("observations_pruned", removed=removed, older_than=cutoff.isoformat())
+            removed = self.store.prune(cutoff, history)
+            self.log.info("store_pruned", removed=sum(removed.values()), tables=removed, older_than=cutoff.isoformat(),
+                          history_older_than=history.isoformat())
 
         self._record("prune", prune)
 
@@ -314,7 +312,7 @@ class Controller:
         event = EventRecord(self.clock(), kind, severity, self.config.redact(message), query, json_safe(details or {}))
         getattr(self.log, severity)(kind, query=query, message=event.message, **{k: v for k, v in fields.items() if v is not None})
         self._record("event", lambda: self.store.record_event(event))
-        if (severity != "info" and alert) or notice:
+        if (alert and (severity != "info" or kind in RESOLVES)) or notice:  # an info that ends a condition resolves its alert
             self.alerts.alert(event)
 
     def _fail(self, kind: str, message: str, query: str | None, exc: Exception) -> None:

@@ -70,8 +70,11 @@ class StartError(Exception):
     """The daemon cannot start for a reason the operator must fix (e.g. the metrics port is taken)."""
 
 
-def open_store(config: Config, log: Any) -> SqlStore:
-    """Connect with retries (each logged) and refuse an outdated schema; raises ``StoreError``."""
+def open_store(config: Config, log: Any, *, must_exist: bool = False) -> SqlStore:
+    """Connect with retries (each logged) and refuse an outdated schema; raises ``StoreError``.
+
+    ``must_exist``: a SQLite file that is not there is an error, not created (the read commands).
+    """
 
     def retrying(attempt: int, delay: float, message: str) -> None:
         log.warning("store_connect_retry", attempt=attempt, retry_in_seconds=round(delay, 3), error=message)
@@ -82,6 +85,7 @@ def open_store(config: Config, log: Any) -> SqlStore:
         backoff_seconds=config.store.connect_backoff_seconds,
         on_retry=retrying,
         call_timeout_seconds=config.store.call_timeout_seconds,
+        must_exist=must_exist,
     )
     try:
         store.require_current_schema()
@@ -89,6 +93,20 @@ def open_store(config: Config, log: Any) -> SqlStore:
         store.close()
         raise
     return store
+
+
+def health_window(config: Config) -> float:
+    """How long after the last control cycle ``/healthz`` still says healthy: three observation intervals, plus 30 s
+    for a slow step (a store call waiting out its timeout, a Spark batch) — past that the cycle is stuck."""
+    return 3 * config.schedule.observe_seconds + 30.0
+
+
+def cycle_status(controller: Controller) -> str:
+    """The one line systemd shows under ``systemctl status armd`` after each cycle."""
+    counters = controller.counters
+    running = len(controller.running)
+    return (f"{running} quer{'y' if running == 1 else 'ies'} running, {counters['observations']} observations, "
+            f"{counters['decisions']} decisions; last cycle {utcnow().strftime('%H:%M:%S')} UTC")
 
 
 class Service:
@@ -117,10 +135,11 @@ class Service:
     def run(self, every_tick: Callable[[], None] | None = None, tick_seconds: float = 2.0) -> None:
         config = self.config
         self._install_signals()
-        self.metrics: Metrics | NoMetrics = Metrics() if config.metrics.enabled else NoMetrics()
+        self.metrics: Metrics | NoMetrics = (Metrics(config.model.time_unit_seconds, stale_after_seconds=health_window(config))
+                                             if config.metrics.enabled else NoMetrics())
         if isinstance(self.metrics, Metrics):
             try:
-                port = self.metrics.serve(config.metrics.port)
+                port = self.metrics.serve(config.metrics.port, config.metrics.address)
             except OSError as exc:
                 raise StartError(f"{config.path}: metrics.port: cannot listen on {config.metrics.address}:{config.metrics.port}: "
                                  f"{exc.strerror or exc}; choose a free port or set metrics.enabled = false") from None
@@ -151,9 +170,10 @@ class Service:
         applier: Applier
         if config.source.kind == "spark":
             self.log.info("spark_starting", master=config.spark.master, queries=len(config.managed), synthetic_origin=start.isoformat())
-            self.spark = spark_runtime(config, start, self.log, lambda e: self.controller and self.controller.report(e),
-                                       lambda q, error: self.controller and self.controller.query_terminated(q, error),
-                                       lambda m: self.reconciler and self.reconciler.coordinator.transition(m))
+            with self.notifier.extending(f"starting Spark ({config.spark.master})"):  # a JVM start may outlast TimeoutStartSec
+                self.spark = spark_runtime(config, start, self.log, lambda e: self.controller and self.controller.report(e),
+                                           lambda q, error: self.controller and self.controller.query_terminated(q, error),
+                                           lambda m: self.reconciler and self.reconciler.coordinator.transition(m))
             source, applier = self.spark.stats, self.spark.applier
             self._install_signals()  # creating the SparkContext replaced the SIGINT handler with PySpark's
         else:
@@ -284,7 +304,12 @@ class Service:
                                           f"the metadata store has been unavailable for {waited:.0f} s; {waiting} records wait "
                                           f"in memory: {error}", None, {"waited_seconds": round(waited, 3), "records_waiting": waiting}))
 
-        outbox.on_rejected, outbox.on_outage = rejected, outage
+        def lost(waiting: int, error: str) -> None:
+            # Recorded once a store is back (never, into this one), but logged and alerted now.
+            controller.report(EventRecord(controller.clock(), "store_lost", "error", error, None,
+                                          {"records_waiting": waiting}))
+
+        outbox.on_rejected, outbox.on_outage, outbox.on_lost = rejected, outage, lost
 
     def _wait(self, every_tick: Callable[[], None] | None, tick_seconds: float) -> None:
         """Until the stop: redraw the live status and keep systemd's watchdog fed while the jobs make progress."""
@@ -315,6 +340,10 @@ class Service:
                 step()
             took = time.perf_counter() - started
             self._progress = time.monotonic()
+            if job_id == "cycle":
+                self.metrics.cycle_done()
+                if self.notifier.enabled and self.controller is not None:
+                    self.notifier.status(cycle_status(self.controller))
             if took > interval:
                 self.log.warning("cycle_slow", job=job_id, seconds=round(took, 3), interval_seconds=interval)
 

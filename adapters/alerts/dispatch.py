@@ -7,6 +7,10 @@ last one sent is suppressed and counted; the next one sent carries the count)
 and puts it on a bounded queue — a full queue drops the event and counts it.
 One worker thread takes events off the queue and hands each to every hook in
 turn; a hook that fails is logged and counted and the others still get it.
+An info event that ends a condition (``bound_restored`` ends
+``bound_exceeded``; ``alertmanager.RESOLVES``) goes only to hooks that can
+resolve an alert (Alertmanager), and lets the next beginning of that
+condition through the deduplication at once.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from armd.control.ports import EventRecord
 
+from .alertmanager import RESOLVES
 from .hooks import DeliveryError, Hook
 
 _STOP = object()
@@ -75,7 +80,12 @@ class AlertDispatcher:
         key = (event.kind, event.query)
         now = self.clock()
         with self._lock:
-            last = self._last_sent.get(key)
+            if event.kind in RESOLVES:  # a condition ended: its next beginning is news again, and this is never held back
+                self._last_sent.pop((RESOLVES[event.kind][0], event.query), None)
+                self._suppressed.pop((RESOLVES[event.kind][0], event.query), None)
+                if not any(getattr(hook, "resolves", False) for hook in self.hooks):
+                    return
+            last = None if event.kind in RESOLVES else self._last_sent.get(key)
             if last is not None and now - last < self.dedup_seconds:
                 self._suppressed[key] += 1
                 self._count("suppressed", event.kind)
@@ -105,7 +115,7 @@ class AlertDispatcher:
                 return
             kind = json.loads(body)["kind"]
             with self._lock:
-                hooks = list(self.hooks)
+                hooks = [h for h in self.hooks if kind not in RESOLVES or getattr(h, "resolves", False)]
             for hook in hooks:
                 try:
                     hook.deliver(body)

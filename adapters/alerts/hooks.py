@@ -1,4 +1,4 @@
-"""The three kinds of alert hooks: an HTTP webhook, a local command, the daemon's log.
+"""The kinds of alert hooks: an HTTP webhook, a local command, the daemon's log (Alertmanager: ``alertmanager.py``).
 
 Each hook delivers one event body (JSON bytes) or raises ``DeliveryError``
 once its retries are spent; the dispatcher's thread calls them, so a hook may
@@ -26,9 +26,9 @@ class AlertHook:
     """One ``[[alerts]]`` entry of the configuration: where and how events are delivered."""
 
     kind: str
-    """``webhook``, ``command`` or ``log``."""
+    """``webhook``, ``alertmanager``, ``command`` or ``log``."""
     url: str | None = None
-    """Webhook: the http(s) URL events are POSTed to."""
+    """Webhook: the http(s) URL events are POSTed to; Alertmanager: its base URL (``http://host:9093``)."""
     secret: str | None = None
     """Webhook: HMAC key for signing the body (optional)."""
     argv: tuple[str, ...] = ()
@@ -160,6 +160,11 @@ def build_hooks(hooks: Sequence[AlertHook], log: Any) -> list[Hook]:
         if hook.kind == "webhook":
             assert hook.url is not None
             built.append(WebhookHook(hook.url, hook.secret, hook.timeout_seconds, hook.retries))
+        elif hook.kind == "alertmanager":
+            from .alertmanager import AlertmanagerHook  # here: alertmanager.py builds on this module's helpers
+
+            assert hook.url is not None
+            built.append(AlertmanagerHook(hook.url, hook.timeout_seconds, hook.retries))
         elif hook.kind == "command":
             built.append(CommandHook(hook.argv, hook.timeout_seconds, hook.retries))
         else:

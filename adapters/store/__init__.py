@@ -6,7 +6,7 @@ read side the CLI prints; the schema is versioned with Alembic inside this
 package (``schema/``) and described in docs/metadata-schema.md.
 """
 
-from armd.adapters.store.errors import RecordRejected, SchemaOutdated, StoreError, StoreUnavailable, TableMissing
+from armd.adapters.store.errors import RecordRejected, SchemaOutdated, StoreError, StoreLost, StoreUnavailable, TableMissing
 from armd.adapters.store.sql import SqlStore, redact_url
 
-__all__ = ["SqlStore", "StoreError", "StoreUnavailable", "RecordRejected", "SchemaOutdated", "TableMissing", "redact_url"]
+__all__ = ["SqlStore", "StoreError", "StoreUnavailable", "StoreLost", "RecordRejected", "SchemaOutdated", "TableMissing", "redact_url"]

@@ -11,6 +11,10 @@ is set aside, so the adapter classifies every driver failure here:
   database answered and will never accept this record (a number out of the
   column's range, a constraint it breaks, a value the driver cannot encode).
   Retrying cannot help, so the record is set aside and the others go on.
+* ``StoreLost`` is a ``StoreUnavailable`` that will not pass by itself:
+  the SQLite file was deleted or replaced under the running daemon. The
+  store stops writing (SQLite would go on writing into the deleted inode,
+  and every record would be lost silently); records wait in the outbox.
 * ``SchemaOutdated`` is permanent until a person runs the upgrade the
   message names. ``TableMissing`` is both: the daemon waits for the table to
   come back, a read command tells the person to upgrade.
@@ -21,7 +25,7 @@ catches one class.
 
 from __future__ import annotations
 
-from armd.control.errors import PermanentError, TemporaryError
+from armd.control.errors import Lost, PermanentError, TemporaryError
 
 
 class StoreError(Exception):
@@ -30,6 +34,11 @@ class StoreError(Exception):
 
 class StoreUnavailable(StoreError, TemporaryError):
     """The database cannot be used right now (connection refused or dropped, a lock or statement timeout); retry later."""
+
+
+class StoreLost(StoreUnavailable, Lost):
+    """The SQLite file the store was opened on was deleted or replaced: nothing more is written into it (or into
+    whatever now has its name); records wait until armd is restarted on a restored file."""
 
 
 class RecordRejected(StoreError, PermanentError):

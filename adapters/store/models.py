@@ -159,7 +159,8 @@ class BatchRow(Base):
 
 class Decision(Base):
     __tablename__ = "decisions"
-    __table_args__ = (Index("ix_decisions_at", "at"), Index("ux_decisions_uid", "uid", unique=True))
+    __table_args__ = (Index("ix_decisions_at", "at"), Index("ux_decisions_uid", "uid", unique=True),
+                      Index("ix_decisions_trigger_code", "trigger_code"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     uid: Mapped[str | None] = mapped_column(String(36))
@@ -167,6 +168,8 @@ class Decision(Base):
     at: Mapped[datetime]
     policy: Mapped[str] = mapped_column(String(100))
     trigger: Mapped[str] = mapped_column(Text)
+    trigger_code: Mapped[str | None] = mapped_column(String(40))
+    """``trigger`` as a code that can be grouped (``triggers.py``, revision 0007)."""
     feasible: Mapped[bool] = mapped_column(Boolean)
     dry_run: Mapped[bool] = mapped_column(Boolean)
     applied: Mapped[bool] = mapped_column(Boolean)
@@ -183,7 +186,8 @@ class Estimate(Base):
     """Estimated cost of one query (``query`` NULL: the total over all queries)."""
 
     __tablename__ = "estimates"
-    __table_args__ = (Index("ix_estimates_at", "at"), Index("ix_estimates_query_at", "query", "at"))
+    __table_args__ = (Index("ix_estimates_at", "at"), Index("ix_estimates_query_at", "query", "at"),
+                      Index("ix_estimates_decision_id", "decision_id"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     at: Mapped[datetime]

@@ -39,7 +39,9 @@ from sqlalchemy.orm import Session
 from armd.adapters.store import lease as leases
 from armd.adapters.store import models as m
 from armd.adapters.store.classify import UPGRADE_HINT, classify, one_line
-from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreUnavailable
+from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreLost, StoreUnavailable
+from armd.adapters.store.sqlite_file import FileIdentity, sqlite_path
+from armd.adapters.store.triggers import trigger_code
 from armd.control.ports import (ACTUAL_PHASES, ActualState, DecisionRecord, DesiredSettings, EstimateRow, EventRecord, NodeRow,
                                 Observation, QueryRow, QuerySettings, StreamRow)
 
@@ -118,6 +120,10 @@ class SqlStore:
         self._engine = engine
         self.url_redacted = redact_url(url)
         self.call_timeout_seconds = call_timeout_seconds
+        self._file: FileIdentity | None = None
+        """For a SQLite file: which file was opened, checked before every call (see ``sqlite_file.py``)."""
+        self.lost: str | None = None
+        """Why the SQLite file is no longer the one opened; once set, every call raises ``StoreLost``."""
 
     # ---------------------------------------------------------------- opening
 
@@ -130,6 +136,7 @@ class SqlStore:
         backoff_seconds: float = 0.5,
         on_retry: OnRetry | None = None,
         call_timeout_seconds: float = CALL_TIMEOUT_SECONDS,
+        must_exist: bool = False,
     ) -> SqlStore:
         """Create the engine and check that the database answers.
 
@@ -139,7 +146,13 @@ class SqlStore:
         After the last attempt it raises ``StoreUnavailable``. A URL that
         names no usable database or driver raises ``StoreError`` at once.
         No call of the store blocks longer than ``call_timeout_seconds``.
+        With ``must_exist`` (the read commands) a SQLite file that does not
+        exist raises ``StoreError`` instead of being created empty.
         """
+        path = sqlite_path(url)
+        if must_exist and path is not None and not path.exists():
+            raise StoreError(f"no metadata store at {str(path)!r}: the file does not exist; it is created by "
+                             f"'armd db upgrade --config …' or 'armd run', check store.url")
         engine = cls._create_engine(url, call_timeout_seconds)
         store = cls(engine, url, call_timeout_seconds)
         attempt = 0
@@ -147,9 +160,16 @@ class SqlStore:
             attempt += 1
             try:
                 with engine.connect() as conn:
-                    conn.execute(text("SELECT 1"))
+                    # Reading the schema makes SQLite look at the file: one that is not a database fails here, at once.
+                    conn.execute(text("SELECT count(*) FROM sqlite_master" if path is not None else "SELECT 1"))
+                if path is not None:
+                    store._file = FileIdentity.of(path)
                 return store
-            except (OperationalError, InterfaceError, DBAPIError) as exc:
+            except DBAPIError as exc:
+                if path is not None and "not a database" in str(exc.orig).lower():
+                    engine.dispose()
+                    raise StoreError(f"the metadata store at {store.url_redacted} is not a SQLite database ({one_line(exc)}); "
+                                     f"check store.url, or move the file away and run armd db upgrade") from None
                 message = f"cannot connect to the metadata store at {store.url_redacted}: {one_line(exc)}"
                 if attempt > retries:
                     engine.dispose()
@@ -202,6 +222,7 @@ class SqlStore:
         (it never will be accepted) or ``TableMissing`` (both a wait and an
         upgrade hint), never a driver exception; see ``classify.py``.
         """
+        self._check_file()
         started = time.monotonic()
         where = f"metadata store at {self.url_redacted}"
         for attempt in range(len(_CALL_RETRY_DELAYS) + 1):
@@ -217,6 +238,16 @@ class SqlStore:
                     raise error from None
                 time.sleep(delay)
         raise AssertionError("unreachable")
+
+    def _check_file(self) -> None:
+        """Raise ``StoreLost`` when the SQLite file was deleted or replaced since it was opened (and from then on)."""
+        if self.lost is None and self._file is not None:
+            why = self._file.changed()
+            if why is not None:
+                self.lost = f"the metadata store's file {str(self._file.path)!r} was {why} while armd ran"
+                self._engine.dispose()  # let go of the old inode; nothing is written into it any more
+        if self.lost is not None:
+            raise StoreLost(f"{self.lost}; records wait in memory — restore the file (or run armd db upgrade) and restart armd")
 
     # ---------------------------------------------------------------- schema
 
@@ -409,7 +440,8 @@ class SqlStore:
     def record_decision(self, record: DecisionRecord) -> int:
         return self._insert(
             m.Decision,
-            at=_utc(record.at), policy=record.policy, trigger=record.trigger, feasible=record.feasible,
+            at=_utc(record.at), policy=record.policy, trigger=record.trigger, trigger_code=trigger_code(record.trigger),
+            feasible=record.feasible,
             dry_run=record.dry_run, applied=record.applied, weighted_qos=record.weighted_qos, reason=record.reason,
             estimated_memory_bytes=record.estimated_memory_bytes, estimated_cpu=record.estimated_cpu,
             duration_ms=record.duration_ms, inputs=_json_value(record.inputs), outputs=_json_value(record.outputs),
@@ -425,12 +457,29 @@ class SqlStore:
             message=event.message, details=_json_value(event.details),
         )
 
-    def prune_observations(self, older_than: datetime) -> int:
-        cutoff = _utc(older_than)
+    def prune(self, older_than: datetime, history_older_than: datetime | None = None) -> dict[str, int]:
+        """Delete what grows with time: rows removed per table.
 
-        def run(session: Session) -> int:
-            removed = session.execute(delete(m.ObservationRow).where(m.ObservationRow.at < cutoff)).rowcount
-            return removed + session.execute(delete(m.BatchRow).where(m.BatchRow.at < cutoff)).rowcount
+        Observations, batches and estimates before ``older_than``; decisions,
+        events and finished migrations before ``history_older_than`` (default
+        ``older_than``), except the latest decision, which ``status`` and
+        ``explain`` show. Estimates of a pruned decision lose the link
+        (``decision_id`` becomes NULL, through the foreign key).
+        """
+        cutoff = _utc(older_than)
+        history = _utc(history_older_than) if history_older_than is not None else cutoff
+
+        def run(session: Session) -> dict[str, int]:
+            latest = select(func.max(m.Decision.id)).scalar_subquery()
+            statements = {
+                "observations": delete(m.ObservationRow).where(m.ObservationRow.at < cutoff),
+                "batches": delete(m.BatchRow).where(m.BatchRow.at < cutoff),
+                "estimates": delete(m.Estimate).where(m.Estimate.at < cutoff),
+                "events": delete(m.Event).where(m.Event.at < history),
+                "migrations": delete(m.Migration).where(m.Migration.finished_at < history),
+                "decisions": delete(m.Decision).where(m.Decision.at < history, m.Decision.id != latest),
+            }
+            return {table: int(session.execute(stmt).rowcount or 0) for table, stmt in statements.items()}
 
         return self._call(run)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from armd.adapters.alerts.hooks import AlertHook
+from armd.adapters.store.sqlite_file import anchored_url
 from armd.costmodel.plan import PlanSet
 from armd.policies.guardrails import Guardrails
 from armd.policies.forecast import ForecastRules
@@ -69,6 +70,8 @@ def _read(top: Table) -> Config:
     plan_doc, plan = (derived.doc, derived.plan) if derived else read_plan(top)
     plan = calibrate(top, plan, model)
     store = StoreConfig(**top.section("store", StoreConfig).read(StoreConfig))
+    # A relative SQLite path means the configuration's folder, like plan.file — never the folder a command runs in.
+    store = dataclasses.replace(store, url=anchored_url(store.url, top.file.parent))
     alerts = tuple(_alert(top, i, raw) for i, raw in enumerate(top.tables("alerts")))
     source = _source(top.section("source", SourceConfig), plan, model)
     managed = read_managed(top, plan, source.kind, spark, derived)
@@ -206,8 +209,8 @@ def _alert(top: Table, index: int, raw: dict[str, Any]) -> AlertHook:
     allowed = keys_of(HookKeys, kind) if known else keys_of(HookKeys)
     t = Table(top.file, ("alerts", index), raw, allowed, f"a {kind} hook" if known else None)
     kind = t.read(HookKeys, keys=("kind",))["kind"]
-    if kind == "webhook" and "url" not in raw:
-        raise t.error(("url",), "missing; a webhook hook needs url = an http:// or https:// URL")
+    if kind in ("webhook", "alertmanager") and "url" not in raw:
+        raise t.error(("url",), f"missing; a{'n' if kind[0] == 'a' else ''} {kind} hook needs url = an http:// or https:// URL")
     given = {}
     if kind == "command":
         argv = t.value("argv", REQUIRED, "a non-empty list of strings")

@@ -10,6 +10,8 @@ whose settings name the core's attributes.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
@@ -29,7 +31,7 @@ MIGRATIONS = ("naive-restart", "genmig")
 """How the Spark adapter puts new settings into force (``[spark] migration``)."""
 SINK_KINDS = ("parquet", "sql", "memory")
 OUTPUT_MODES = ("append", "update", "complete")
-ALERT_KINDS = ("webhook", "command", "log")
+ALERT_KINDS = ("webhook", "alertmanager", "command", "log")
 STORE_SCHEMES = ("sqlite", "postgresql+psycopg")
 METRICS_ADDRESS = "127.0.0.1"
 MAX_SYNTHETIC_RATE = 100_000.0
@@ -58,11 +60,17 @@ def http_url(url: str) -> str | None:
     return f"expected an http:// or https:// URL, got {show(url)}"
 
 
-def loopback_only(address: str) -> str | None:
-    if address == METRICS_ADDRESS:
+def listen_address(address: str) -> str | None:
+    """An IPv4 or IPv6 address, or a host name, to listen on."""
+    try:
+        ipaddress.ip_address(address.strip("[]"))
         return None
-    return (f"expected {METRICS_ADDRESS!r}, got {show(address)}; the endpoint has no authentication and is only "
-            "served on the loopback address (put a reverse proxy in front to expose it)")
+    except ValueError:
+        pass
+    if re.fullmatch(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*", address):
+        return None
+    return (f"expected an IP address to listen on (127.0.0.1, ::1, 0.0.0.0 for every IPv4 address, :: for every "
+            f"address) or a host name, got {show(address)}")
 
 
 def known_policy(name: str) -> str | None:
@@ -86,14 +94,18 @@ def importable_builder(ref: str) -> str | None:
 @dataclass(frozen=True)
 class StoreConfig:
     url: str = setting("sqlite:///armd.db", secret="password", check=store_url_scheme,
-                       doc="SQLAlchemy URL of the metadata store (``sqlite:///…`` or ``postgresql+psycopg://…``).")
-    retention_days: float = setting(7.0, rule=at_most(POSITIVE, 3650, "ten years"), doc="Observations older than this many days are pruned.")
+                       doc="SQLAlchemy URL of the metadata store (``sqlite:///…`` or ``postgresql+psycopg://…``); "
+                           "a relative SQLite path is relative to the configuration's folder.")
+    retention_days: float = setting(7.0, rule=at_most(POSITIVE, 3650, "ten years"), doc="Observations, batches and estimates older "
+                                    "than this many days are pruned.")
     connect_retries: int = setting(5, rule=at_most(NON_NEGATIVE, 10), doc="Connection attempts after the first one fails.")
     connect_backoff_seconds: float = setting(0.5, rule=at_most(POSITIVE, MINUTE, "a minute"), doc="Wait before the first retry, doubled per retry.")
     call_timeout_seconds: float = setting(5.0, rule=at_most(POSITIVE, HOUR, "an hour"), doc="Longest one store call may block (a lock held by "
                                           "another connection, a hung server) before it counts as unavailable.")
     lease_seconds: float = setting(15.0, rule=at_most(POSITIVE, DAY, "a day"), doc="The active daemon renews its lease on the store this "
                                    "often at least; another daemon may take over once it lapses.")
+    history_retention_days: float = setting(90.0, rule=at_most(POSITIVE, 3650, "ten years"), doc="Decisions, events and finished "
+                                            "migrations older than this many days are pruned (the latest decision is kept).")
 
 
 @dataclass(frozen=True)
@@ -313,15 +325,16 @@ class SourceConfig:
 class HookKeys:
     """One ``[[alerts]]`` entry, read into the alert adapter's ``AlertHook``; each kind takes only its own keys."""
 
-    kind: str = setting(choices=ALERT_KINDS, doc="``webhook``, ``command`` or ``log``.")
-    url: str | None = setting(None, kinds=("webhook",), expected="an http:// or https:// URL", check=http_url,
-                              doc="Webhook: the http(s) URL events are POSTed to (required).")
+    kind: str = setting(choices=ALERT_KINDS, doc="``webhook``, ``alertmanager``, ``command`` or ``log``.")
+    url: str | None = setting(None, kinds=("webhook", "alertmanager"), expected="an http:// or https:// URL", check=http_url,
+                              doc="Webhook: the http(s) URL events are POSTed to; alertmanager: the Alertmanager's base URL "
+                                  "(``http://host:9093``; alerts go to its ``/api/v2/alerts``). Required for both.")
     secret: str | None = setting(None, kinds=("webhook",), secret="value", doc="Webhook: HMAC key for signing the body.")
     argv: tuple[str, ...] = setting((), kinds=("command",), doc="Command: program and arguments (required); the event "
                                     "is passed on standard input.")
-    timeout_seconds: float = setting(5.0, kinds=("webhook", "command"), rule=at_most(POSITIVE, HOUR, "an hour"), doc="How long one delivery "
+    timeout_seconds: float = setting(5.0, kinds=("webhook", "alertmanager", "command"), rule=at_most(POSITIVE, HOUR, "an hour"), doc="How long one delivery "
                                      "may take.")
-    retries: int = setting(3, kinds=("webhook", "command"), rule=at_most(NON_NEGATIVE, 100), doc="Further attempts after a failed "
+    retries: int = setting(3, kinds=("webhook", "alertmanager", "command"), rule=at_most(NON_NEGATIVE, 100), doc="Further attempts after a failed "
                            "delivery.")
 
 
@@ -361,7 +374,8 @@ class AlertingConfig:
 @dataclass(frozen=True)
 class MetricsConfig:
     enabled: bool = setting(False, doc="Serve Prometheus metrics over HTTP.")
-    port: int = setting(9464, rule=Rule("in [0, 65535]", lambda x: 0 <= x <= 65535), doc="TCP port on 127.0.0.1 "
+    port: int = setting(9464, rule=Rule("in [0, 65535]", lambda x: 0 <= x <= 65535), doc="TCP port on ``metrics.address`` "
                         "(0: any free port, logged as ``metrics_listening``).")
-    address: str = setting(METRICS_ADDRESS, check=loopback_only, doc="Always 127.0.0.1: the endpoint has no "
-                           "authentication, so it is never exposed beyond the machine.")
+    address: str = setting(METRICS_ADDRESS, check=listen_address, doc="Address the endpoint listens on (default the "
+                           "loopback 127.0.0.1). It has no authentication: another address exposes the metrics and "
+                           "/healthz to whoever reaches it.")

@@ -292,7 +292,9 @@ def test_measured_state_over_the_bound_raises_bound_exceeded_once(controlled: An
     assert sink.events[0].details["measured_state_bytes"] == 1_100_000
     source.next = Observation(AT, streams("clicks", "views", "orders"), [QueryMetrics("clicks_per_view", 10, 600_000)])
     controller.observe()
-    assert [e["kind"] for e in store.events()][0] == "bound_restored" and len(sink.events) == 1
+    assert [e["kind"] for e in store.events()][0] == "bound_restored"
+    # The end of the condition reaches the sink too: the dispatcher hands it only to hooks that resolve alerts.
+    assert sink.kinds() == [("bound_exceeded", None), ("bound_restored", None)]
 
 
 def test_an_estimate_far_from_the_measurement_is_raised_only_once_the_windows_are_full(controlled: Any) -> None:

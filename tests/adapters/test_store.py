@@ -117,6 +117,33 @@ def test_upgrade_from_empty_to_head(store_url: str) -> None:
         engine.dispose()
 
 
+def test_upgrading_from_0005_gives_stored_decisions_their_trigger_code(store_url: str) -> None:
+    from alembic import command
+
+    store = SqlStore.open(store_url, retries=0)
+    try:
+        def to_0005(session: Any) -> None:
+            config = SqlStore._alembic_config()
+            config.attributes["connection"] = session.connection()
+            command.upgrade(config, "0005")
+
+        store._call(to_0005)
+        engine = create_engine(store_url)
+        try:
+            with engine.begin() as conn:
+                for trigger in ("periodic", "join order of 'q1' changed", "something new"):
+                    conn.execute(text("INSERT INTO decisions (at, policy, trigger, feasible, dry_run, applied, weighted_qos, reason, "
+                                      "estimated_memory_bytes, estimated_cpu, duration_ms, inputs, outputs) VALUES (:at, 'p', :t, "
+                                      "true, false, true, 1, 'r', 1, 1, 1, '{}', '{}')"), {"at": T0, "t": trigger})
+        finally:
+            engine.dispose()
+        store.upgrade()
+    finally:
+        store.close()
+    assert plain_sql(store_url, "SELECT trigger_code FROM decisions ORDER BY id") == [
+        {"trigger_code": "periodic"}, {"trigger_code": "join_order_proposed"}, {"trigger_code": "other"}]
+
+
 def test_require_current_schema_names_the_upgrade_command(store_url: str) -> None:
     store = SqlStore.open(store_url, retries=0)
     try:
@@ -328,13 +355,47 @@ def test_series_gives_the_time_series_of_the_plots_oldest_first(store: SqlStore)
     assert later["decisions"] == [] and later["migrations"] == []
 
 
-def test_prune_observations_deletes_only_older_rows(store: SqlStore, store_url: str) -> None:
+def test_prune_deletes_only_older_observations(store: SqlStore, store_url: str) -> None:
     for minutes in (0, 10, 20):
         store.record_observation(Observation(at=T0 + timedelta(minutes=minutes), streams=[StreamStats("A", 1, 1, 1, 1)], queries=[QueryMetrics("q1", 1, 1)]))
-    assert store.prune_observations(T0 + timedelta(minutes=10)) == 2
+    assert store.prune(T0 + timedelta(minutes=10))["observations"] == 2
     remaining = plain_sql(store_url, "SELECT count(*) AS n FROM observations")
     assert remaining == [{"n": 4}]
-    assert store.prune_observations(T0) == 0
+    assert store.prune(T0)["observations"] == 0
+
+
+def test_retention_covers_every_growing_table_and_keeps_the_latest_decision_and_open_migrations(store: SqlStore, store_url: str) -> None:
+    def decision(at: datetime, trigger: str) -> int:
+        return store.record_decision(DecisionRecord(at, "weighted-qos", trigger, True, False, True, 0.8, "fits", 1e6, 2.5, 3.0, {}, {}))
+
+    old, new = T0, T0 + timedelta(days=10)
+    first, second, latest = decision(old, "periodic"), decision(old, "rate of 1 stream(s) moved past the threshold: A=2"), \
+        decision(old + timedelta(hours=1), "bounds changed")
+    store.record_estimates(old, [EstimateRow("q1", 10.0, 1.0)], decision_id=first)
+    store.record_estimates(new, [EstimateRow("q1", 20.0, 2.0)], decision_id=second)  # a young estimate of an old decision
+    store.record_event(EventRecord(old, "query_rejected", "warning", "old"))
+    store.record_event(EventRecord(new, "query_rejected", "warning", "new"))
+    done = store.record_migration("q1", "genmig", "running", old)
+    store.update_migration(done, "done", old, finished=True)
+    store.record_migration("q1", "genmig", "running", old)  # still open: kept however old
+    assert plain_sql(store_url, "SELECT trigger_code FROM decisions ORDER BY id") == [
+        {"trigger_code": "periodic"}, {"trigger_code": "rate_drift"}, {"trigger_code": "bounds_changed"}]
+
+    removed = store.prune(new - timedelta(days=1), history_older_than=new - timedelta(days=1))
+    assert removed == {"observations": 0, "batches": 0, "estimates": 1, "events": 1, "migrations": 1, "decisions": 2}
+    assert plain_sql(store_url, "SELECT id FROM decisions") == [{"id": latest}]
+    assert plain_sql(store_url, "SELECT memory_bytes, decision_id FROM estimates") == [{"memory_bytes": 20.0, "decision_id": None}]
+    assert [r["message"] for r in plain_sql(store_url, "SELECT message FROM events")] == ["new"]
+    assert plain_sql(store_url, "SELECT state FROM migrations") == [{"state": "running"}]
+
+
+def test_the_cli_lookups_have_indexes(store: SqlStore, store_url: str) -> None:
+    engine = create_engine(store_url)
+    try:
+        indexes = {name: [i["column_names"] for i in inspect(engine).get_indexes(name)] for name in ("estimates", "decisions")}
+    finally:
+        engine.dispose()
+    assert ["decision_id"] in indexes["estimates"] and ["trigger_code"] in indexes["decisions"]
 
 
 def test_engine_batches_are_recorded_and_pruned(store: SqlStore, store_url: str) -> None:
@@ -356,7 +417,7 @@ def test_engine_batches_are_recorded_and_pruned(store: SqlStore, store_url: str)
     as_json = [json.loads(v) if isinstance(v, str) else v for v in (rows[1]["durations_ms"], rows[1]["operators"])]
     assert as_json == [{"addBatch": 80, "triggerExecution": 120}, operators]
     assert rows[0]["watermark"] is None and rows[1]["watermark"] is not None
-    assert store.prune_observations(T0 + timedelta(seconds=1)) == 1
+    assert store.prune(T0 + timedelta(seconds=1))["batches"] == 1
     assert plain_sql(store_url, "SELECT batch_id FROM batches") == [{"batch_id": 1}]
 
 
@@ -463,7 +524,7 @@ def test_losing_the_database_later_raises_store_unavailable(store_url: str, tmp_
         store.upgrade()
         proxy.cut()
     try:
-        with pytest.raises(StoreUnavailable, match="unavailable") as caught:
+        with pytest.raises(StoreUnavailable, match="unavailable|was deleted") as caught:
             store.record_event(EventRecord(T0, "x", "info", "lost"))
         password = make_url(store_url).password
         assert not password or f":{password}@" not in str(caught.value)

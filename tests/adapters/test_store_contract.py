@@ -105,7 +105,7 @@ def test_records_are_taken_and_ids_given(store) -> None:
     ids = [store.record_decision(decision), store.record_event(event), store.record_event(event)]
     assert all(isinstance(i, int) for i in ids) and ids[1] != ids[2]
     store.record_estimates(T0, [], decision_id=ids[0])
-    assert store.prune_observations(T0 - timedelta(days=1)) == 0
+    assert sum(store.prune(T0 - timedelta(days=1)).values()) == 0
 
 
 def test_desired_settings_come_back(store) -> None:

@@ -123,3 +123,22 @@ def test_callbacks_may_record_through_the_outbox() -> None:
     sink.poison = {1}
     box.put("observation", sink.write(1))
     assert sink.written == ["rejected observation"]
+
+
+def test_a_lost_store_is_told_at_once_and_once_while_records_wait() -> None:
+    from armd.control.errors import Lost
+
+    clock, lost, outages = Clock(), [], []
+    gone = Lost("the metadata store's file was deleted")
+
+    def write() -> None:
+        raise gone
+
+    box = outbox(clock, outage_alert_seconds=30, on_outage=lambda *a: outages.append(a),
+                 on_lost=lambda waiting, error: lost.append((waiting, error)))
+    for _ in range(3):
+        box.put("event", write)
+        clock.advance(2)
+        box.flush()
+    assert lost == [(1, str(gone))]  # at the first failure, not after outage_alert_seconds
+    assert len(box) == 3 and outages == []

@@ -25,6 +25,7 @@ def near(*values: object) -> st.SearchStrategy:
 
 KEYS = {
     ("store", "retention_days"): near(1e-9, 7.0, 3650.0, 3651.0, 1e308),
+    ("store", "history_retention_days"): near(1e-9, 90.0, 3650.0, 3651.0, 1e308),
     ("store", "connect_backoff_seconds"): near(0.01, 60.0, 61.0, 1e308),
     ("store", "lease_seconds"): near(0.5, 86400.0, 86401.0),
     ("schedule", "decide_seconds"): near(0.2, 2.0, YEAR, YEAR + 1, 1e308),
@@ -100,7 +101,7 @@ def _table_of(lines: list[str], index: int) -> str | None:
                                                                 HealthCheck.filter_too_much])
 @given(drawn=configurations())
 @example(drawn={  # every drawn key at its largest allowed value (the simulated rate at its limit)
-    "keys": {("store", "retention_days"): 1e-9, ("schedule", "housekeeping_seconds"): 0.01,
+    "keys": {("store", "retention_days"): 1e-9, ("store", "history_retention_days"): 1e-9, ("schedule", "housekeeping_seconds"): 0.01,
              ("schedule", "decide_seconds"): YEAR, ("source", "seed"): 2 ** 32 - 1,
              ("guardrails", "cooldown_seconds"): YEAR},
     "stream": {"rate_per_second": 100_000.0, "keys": 1_000_000, "factor": 1.0, "duration_seconds": YEAR},

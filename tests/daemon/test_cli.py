@@ -259,3 +259,28 @@ def test_jisc_demo_changes_the_order_when_the_rates_cross_and_stays_exact(capsys
 def test_jisc_demo_refuses_a_bad_duration(capsys):
     assert main(["jisc-demo", "--seconds", "0"]) == 2
     assert "--seconds must be in (0, 3600]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["status", "explain per_second", "history", "report --out plots", "calibrate"])
+def test_read_commands_find_the_store_beside_the_configuration_and_never_create_one(tmp_path, capsys, monkeypatch, command):
+    config_dir, elsewhere = tmp_path / "etc", tmp_path / "elsewhere"
+    config_dir.mkdir(), elsewhere.mkdir()
+    config = config_dir / "armd.toml"
+    config.write_text('[store]\nurl = "sqlite:///armd.db"\n' + MINIMAL)
+    monkeypatch.chdir(elsewhere)
+    code, out, err = run_cli(*command.split(), "--config", str(config), capsys=capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and f"no metadata store at '{config_dir / 'armd.db'}'" in err
+    assert list(elsewhere.iterdir()) == [] and not (config_dir / "armd.db").exists()
+
+
+def test_db_upgrade_then_status_use_the_one_store_beside_the_configuration(tmp_path, capsys, monkeypatch):
+    config = tmp_path / "armd.toml"
+    config.write_text('[store]\nurl = "sqlite:///armd.db"\n' + MINIMAL)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    assert run_cli("db", "upgrade", "--config", str(config), capsys=capsys)[0] == 0
+    monkeypatch.chdir(tmp_path / "b")
+    code, out, _ = run_cli("status", "--config", str(config), "--json", capsys=capsys)
+    assert code == 0 and "queries" in json.loads(out)
+    assert (tmp_path / "armd.db").exists() and list((tmp_path / "a").iterdir()) == list((tmp_path / "b").iterdir()) == []

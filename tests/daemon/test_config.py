@@ -46,7 +46,7 @@ def write(tmp_path: Path, text: str, name: str = "armd.toml") -> Path:
 def test_the_example_configuration_loads():
     config = load_config(EXAMPLE, environ={})
     assert config.path == EXAMPLE
-    assert config.store.url == "sqlite:///armd.db"
+    assert config.store.url == f"sqlite:///{EXAMPLE.parent / 'armd.db'}"  # relative to the configuration's folder
     assert set(config.plan.queries) == {"clicks_per_view", "clicks_per_second", "big_orders"}
     assert config.plan_doc == json.loads((ROOT / "config" / "plans" / "example.json").read_text())
     assert set(config.qos) == {"clicks_per_view", "clicks_per_second"}
@@ -97,7 +97,7 @@ def test_the_example_burst_forces_the_policy_to_cut_settings(example, burst_fits
 
 def test_a_minimal_configuration_takes_every_default(tmp_path):
     config = load_config(write(tmp_path, MINIMAL), environ={})
-    assert config.store == StoreConfig("sqlite:///armd.db", 7.0, 5, 0.5)
+    assert config.store == StoreConfig(f"sqlite:///{tmp_path / 'armd.db'}", 7.0, 5, 0.5)  # the default file, beside the configuration
     assert config.model == ModelConfig(0.001, "paper")
     assert config.spark == SparkConfig("local[2]", "armd", {})
     assert config.bounds == Bounds(1e6, 100.0, 0.1)

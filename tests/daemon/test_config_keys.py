@@ -213,7 +213,7 @@ def test_a_hook_allows_the_keys_of_its_kind(tmp_path, kind):
         load_config(path, environ={})
     allowed = ", ".join(keys_of(HookKeys, kind))
     assert str(caught.value).endswith(f"alerts[0].no_such_key: unknown key; allowed keys of a {kind} hook: {allowed}")
-    assert allowed.startswith("kind") and ("url" in allowed) == (kind == "webhook")
+    assert allowed.startswith("kind") and ("url" in allowed) == (kind in ("webhook", "alertmanager"))
 
 
 def test_a_required_key_is_named_when_missing(tmp_path):

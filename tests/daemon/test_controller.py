@@ -382,3 +382,32 @@ def test_a_reload_with_another_plan_forgets_the_feedback_ratios(tmp_path):
     path.write_text(CONFIG.format(memory=300_000, dry_run="false", plan=tmp_path / "plan.json", threshold=0.2))
     controller.reload(load_config(path))
     assert controller.state.feedback == FeedbackState()
+
+
+def test_metrics_show_settings_in_force_and_recommended_and_lose_a_removed_query(tmp_path):
+    import json
+
+    from support import REPO
+    from support.fakes import CONFIG
+
+    from armd.daemon.metrics import Metrics
+
+    controller, _, _, _, clock = make(tmp_path, dry_run=True)
+    metrics = controller.metrics = Metrics(controller.config.model.time_unit_seconds)
+    get = metrics.registry.get_sample_value
+    cycle(controller, clock)
+    # A dry run applies nothing: every query has recommended settings, none in force.
+    queries = {"clicks_per_view", "clicks_per_second", "big_orders"}
+    assert all(0 < get("armd_query_recommended_qos_ratio", {"query": q}) <= 1 for q in queries)
+    assert all(get("armd_query_qos_ratio", {"query": q}) is None for q in queries)
+    doc = json.loads((REPO / "config" / "plans" / "example.json").read_text())
+    del doc["queries"]["big_orders"]
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    path = tmp_path / "armd.toml"
+    path.write_text(CONFIG.format(memory=200_000, dry_run="true", plan=tmp_path / "plan.json", threshold=0.2))
+    controller.reload(load_config(path))
+    clock.advance(1)
+    cycle(controller, clock)
+    names = {s.name for m in metrics.registry.collect() for s in m.samples if s.labels.get("query") == "big_orders"}
+    assert names == set()
+    assert get("armd_query_recommended_qos_ratio", {"query": "clicks_per_view"}) is not None

@@ -191,3 +191,34 @@ def test_the_store_going_away_mid_run_is_survived_without_losing_records(tmp_pat
     gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:])]
     assert len(times) > 20 and max(gaps) < 1.5, gaps  # the outage left no hole: its observations were written later
     assert kinds[0] == "daemon_started" and kinds[-1] == "daemon_stopped"
+
+
+def test_a_sqlite_file_replaced_under_the_daemon_is_store_lost_and_nothing_goes_into_the_new_file(tmp_path):
+    """(Deleted files are covered at the store, tests/adapters/test_sqlite_file.py; one daemon run is enough here.)"""
+    import os
+
+    from armd.adapters.store import SqlStore
+
+    config = write_config(tmp_path)
+    db = tmp_path / "armd.db"
+    armd("db", "upgrade", "--config", str(config))
+    fresh = SqlStore.open(f"sqlite:///{tmp_path / 'fresh.db'}")
+    fresh.upgrade()
+    fresh.close()
+    process, lines = start(config)
+    time.sleep(1.0)
+    os.replace(tmp_path / "fresh.db", db)  # atomically: a restored backup, another store
+    for journal in ("armd.db-wal", "armd.db-shm"):  # the old store's write-ahead log goes with it
+        (tmp_path / journal).unlink(missing_ok=True)
+    time.sleep(1.5)
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    events = log_events("".join(lines) + err)
+    lost = [e for e in events if e["event"] == "store_lost"]
+    assert len(lost) == 1 and "was replaced by another file" in lost[0]["message"] and lost[0]["level"] == "error"
+    assert any(e["event"] == "records_unwritten" for e in events), "records kept in memory are counted at the stop"
+    assert "Traceback" not in err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM observations").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0

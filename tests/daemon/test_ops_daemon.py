@@ -138,6 +138,8 @@ def ops_run(tmp_path_factory: pytest.TempPathFactory, postgres_admin: Any) -> An
     time.sleep(5.0)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         metrics = response.read().decode()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+        health = (response.status, json.loads(response.read()))
     assert process.poll() is None, "".join(lines)
     terminated = time.monotonic()
     process.send_signal(signal.SIGTERM)
@@ -153,7 +155,7 @@ def ops_run(tmp_path_factory: pytest.TempPathFactory, postgres_admin: Any) -> An
     db.dispose()
     yield {
         "tmp": tmp, "config": config, "url": url, "password": password, "returncode": process.returncode, "stdout": out,
-        "stderr": "".join(lines), "notices": notices, "started": started, "terminated": terminated, "metrics": metrics,
+        "stderr": "".join(lines), "notices": notices, "started": started, "terminated": terminated, "metrics": metrics, "health": health,
         "requests": list(receiver.requests), "events": events, "env": env,
     }
     receiver.close()
@@ -174,7 +176,9 @@ def test_systemd_gets_ready_then_watchdog_pings_then_stopping_on_sigterm(ops_run
     notices = ops_run["notices"]
     kinds = [message.split("\n")[0] for _, message in notices]
     assert kinds[0] == "READY=1" and kinds[-1] == "STOPPING=1", kinds
-    assert set(kinds[1:-1]) == {"WATCHDOG=1"}
+    assert set(kinds[1:-1]) == {"WATCHDOG=1"} | {k for k in kinds if k.startswith("STATUS=")}
+    statuses = [k for k in kinds if k.startswith("STATUS=")]
+    assert len(statuses) >= 3 and all("running" in k and "decisions; last cycle" in k for k in statuses)  # one per cycle
     pings = [at for at, message in notices if message == "WATCHDOG=1"]
     assert len(pings) >= 20  # 5 s at one ping per 0.15 s
     gaps = [b - a for a, b in zip(pings, pings[1:])]
@@ -190,12 +194,17 @@ def test_the_metrics_endpoint_of_the_running_daemon_serves_every_query(ops_run: 
     admitted = {q for q in QUERIES if f'armd_query_estimated_memory_bytes{{query="{q}"}}' in samples}
     assert admitted and admitted <= QUERIES
     for q in admitted:
-        assert f'armd_query_qos_fraction{{query="{q}"}}' in samples
+        assert 0 <= samples[f'armd_query_qos_ratio{{query="{q}"}}'] <= 1
+        assert 0 <= samples[f'armd_query_recommended_qos_ratio{{query="{q}"}}'] <= 1
+        assert any(k.startswith(("armd_query_window_seconds{", "armd_query_granularity_seconds{")) and f'query="{q}"' in k
+                   for k in samples), sorted(samples)  # a query has windows, a granularity or both
         assert samples[f'armd_query_measured_memory_bytes{{query="{q}"}}'] >= 0
     assert samples["armd_estimated_memory_bytes"] > 0 and samples["armd_memory_bound_bytes"] == 10000
     assert samples["armd_decision_duration_seconds_count"] >= 1
     assert samples['armd_migrations_total{outcome="started"}'] >= 1
     assert any(k.startswith("armd_alerts_total{") for k in samples)
+    assert samples["process_resident_memory_bytes"] > 0 and any(k.startswith("armd_build_info{") for k in samples)
+    assert ops_run["health"][0] == 200 and ops_run["health"][1]["status"] == "ok"
 
 
 def test_warnings_and_errors_reach_the_webhook_signed_and_deduplicated(ops_run: Any) -> None:

@@ -153,8 +153,9 @@ class MemoryStore:
             raise StoreUnavailable("database is down")
         return dict(self.actual)
 
-    def prune_observations(self, older_than):
-        return self._call("prune", older_than) and 0
+    def prune(self, older_than, history_older_than=None):
+        self._call("prune", older_than)
+        return {}
 
     def close(self):
         pass
