@@ -205,11 +205,7 @@ def join_side(rnd: random.Random, tuples: int, drop: float, offset: float, left:
 def run_herald_join(left: list, right: list, window: float) -> tuple[list, MultiModalJoin]:
     join = MultiModalJoin(JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
     lp, rp = Partitioner(JOIN_POSITION), Partitioner(JOIN_POSITION)
-    insert = join.insert
-    out: list = []
-    for _, side, pid, patterns, row in merged_events(lp.feed(left), rp.feed(right), (3, 3)):
-        insert(side, pid, patterns, row, out)
-    return out, join
+    return join.run(merged_events(lp.feed(left), rp.feed(right), (3, 3)), []), join
 
 
 def run_regular_join(left: list, right: list, window: float) -> list:
@@ -222,11 +218,7 @@ def run_herald_select_join(left: list, right: list, window: float) -> tuple[list
     select = MultiModalSelect(R_SELECT, JOIN_POSITION)
     lp, rp = Partitioner(JOIN_POSITION), Partitioner(JOIN_POSITION)
     selected = [p for p in map(select.process, rp.feed(right)) if p is not None]
-    insert = join.insert
-    out: list = []
-    for _, side, pid, patterns, row in merged_events(lp.feed(left), selected, (3, 3)):
-        insert(side, pid, patterns, row, out)
-    return out, join
+    return join.run(merged_events(lp.feed(left), selected, (3, 3)), []), join
 
 
 def run_regular_select_join(left: list, right: list, window: float) -> list:
