@@ -22,9 +22,13 @@ other side holds, is neither probed nor stored. Anonymous partitions
 (id 0) are evaluated in full. Each side remembers, for its latest
 partition, what it joins with (the other side's runs that are not skipped,
 grouped by mode) until the other side gains or loses a run, so a tuple
-does not look its modes up run by run. The output is (left row, right
-row) pairs: handing the pair of partition ids on to a further join
-(§V.D) is not built.
+does not look its modes up run by run; when that is every run of the
+other side in one mode, it scans the side's one deque of live tuples.
+The window expires tuple by tuple, as in ``regular_join``, so runs hold
+live tuples only. The output is (left row, right row) pairs: handing
+partition ids on to a further join (§V.D) is left to the caller (the
+benchmark's chains cut the output into partitions announcing the hull of
+their rows' heralds).
 
 Window semantics (the same in ``regular_join`` and in the tests' oracle):
 events are processed in timestamp order, ties left before right; a pair
