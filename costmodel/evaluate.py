@@ -15,6 +15,7 @@ from typing import Mapping
 from . import formulas as f
 from .characteristics import Stream
 from .constants import CostConstants
+from .heralds import herald_cpu
 from .plan import Node, PlanSet
 
 PROFILES = ("paper", "spark")
@@ -179,4 +180,12 @@ def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet, profile
         size = a.size + b.size
     else:  # pragma: no cover - parse_plan admits only the operators above
         raise AssertionError(op)
-    return NodeEstimate(node.id, op, out, size, cost.memory, cost.cpu)
+    cpu = cost.cpu
+    if node.heralds is not None:  # paper 002 §VII: the same output, less evaluation work, an overhead per herald
+        if op == "select":
+            evaluation = cost.cpu
+        else:
+            nested = node.kind == "nested"
+            evaluation = f.join_comparisons(inputs[0].out, inputs[1].out, *((1.0, 1.0) if nested else buckets), k)
+        cpu = herald_cpu(cost.cpu, evaluation, [i.out for i in inputs], node.heralds, k)
+    return NodeEstimate(node.id, op, out, size, cost.memory, cpu)

@@ -174,6 +174,11 @@ def granularity_cost(s: Stream, k: CostConstants) -> Cost:
     return Cost(0.0, s.rate * 2.0 * k.C_Rd)
 
 
+def join_comparisons(a: Stream, b: Stream, buckets_a: float, buckets_b: float, k: CostConstants) -> float:
+    """Formula 12's comparisons: each arrival probes the other side's bucket (what herald join skipping saves)."""
+    return a.rate * b.rate * (b.l / buckets_b + a.l / buckets_a) * k.C_P
+
+
 def join_cost(
     a: Stream,
     b: Stream,
@@ -210,7 +215,7 @@ def join_cost(
     memory = side_elements(a, b) * size_a + side_elements(b, a) * size_b  # (9)
     arrivals = ra + rb
     insert = arrivals * (c_hash + k.C_B + k.C_R)  # (11)
-    probe = ra * rb * (b.l / buckets_b + a.l / buckets_a) * k.C_P + arrivals * c_hash  # (12)
+    probe = join_comparisons(a, b, buckets_a, buckets_b, k) + arrivals * c_hash  # (12)
     match_a, match_b = (a.l, b.l) if matched is None else matched
     result = sel * (match_a + match_b) * ra * rb * k.C_F  # (13)
     reorg = arrivals * (2.0 * k.C_E + k.C_B + k.C_R)  # (14)

@@ -18,15 +18,16 @@ from typing import Any, Mapping
 from .characteristics import Stream
 from .constants import CostConstants
 from .formulas import GRANULARITY_TOLERANCE
+from .heralds import DEFAULT_OVERHEAD, DEFAULT_PARTITION, HeraldEffect
 
 OPERATORS: dict[str, frozenset[str]] = {
     "source": frozenset({"stream"}),
     "window": frozenset({"w", "c"}),
     "granularity": frozenset({"g"}),
-    "select": frozenset({"sel"}),
+    "select": frozenset({"sel", "heralds"}),
     "project": frozenset({"size"}),
     "union": frozenset(),
-    "join": frozenset({"sel", "kind", "buckets"}),
+    "join": frozenset({"sel", "kind", "buckets", "heralds"}),
     "aggregate": frozenset({"groups", "size"}),
 }
 """Operator name → the parameters it accepts."""
@@ -73,6 +74,8 @@ class Node:
     buckets: tuple[float, float] | None = None
     groups: int = 1
     size: float | None = None
+    heralds: HeraldEffect | None = None
+    """What heralds save a select or a join (paper 002 §VII); None: no heralds."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,28 @@ def _selectivity(value: Any, where: str) -> float:
     if not 0 < number <= 1:
         raise PlanError(f"{where} must be in (0, 1], got {value!r}")
     return number
+
+
+def _heralds(value: Any, where: str) -> HeraldEffect:
+    if not isinstance(value, dict):
+        raise PlanError(f"{where} must be an object with skip (in [0, 1]) and optionally partition and overhead, got {value!r}")
+    unknown = set(value) - {"skip", "partition", "overhead"}
+    if unknown:
+        raise PlanError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: skip, partition, overhead")
+    if "skip" not in value:
+        raise PlanError(f"{where}: missing skip (the fraction of evaluation work heralds skip, in [0, 1])")
+    skip = _number(value["skip"], f"{where}: skip")
+    if not 0 <= skip <= 1:
+        raise PlanError(f"{where}: skip must be in [0, 1], got {value['skip']!r}")
+    partition = _positive(value["partition"], f"{where}: partition") if "partition" in value else DEFAULT_PARTITION
+    if partition < 1:
+        raise PlanError(f"{where}: partition is tuples per herald, at least 1, got {value['partition']!r}")
+    overhead = DEFAULT_OVERHEAD
+    if "overhead" in value:
+        overhead = _number(value["overhead"], f"{where}: overhead")
+        if not 0 <= overhead <= MAX_VALUE:
+            raise PlanError(f"{where}: overhead must be in [0, {MAX_VALUE:g}] predicate evaluations, got {value['overhead']!r}")
+    return HeraldEffect(skip, partition, overhead)
 
 
 class _Builder:
@@ -340,6 +365,8 @@ class _Builder:
             if "sel" not in raw:
                 raise PlanError(f"{where}: missing sel (selectivity in (0, 1])")
             fields["sel"] = _selectivity(raw["sel"], f"{where}: sel")
+        if op in ("select", "join") and "heralds" in raw:
+            fields["heralds"] = _heralds(raw["heralds"], f"{where}: heralds")
         if op == "join":
             kind = raw.get("kind", "hash")
             if kind not in JOIN_KINDS:

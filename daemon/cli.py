@@ -29,7 +29,7 @@ from armd.costmodel.calibration import CalibrationError, CpuSample, calibrate, c
 from armd.costmodel.evaluate import PROFILES, Estimate, estimate
 from armd.costmodel.plan import PlanError, PlanSet, parse_plan, unique_keys
 
-from . import logs, reads, render
+from . import heralds_cli, logs, reads, render
 from .history import history_text
 from .units import parse_duration
 from .config import Config, ConfigError, load_config
@@ -139,6 +139,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=1, help="seed of the generated events (default 1)")
     demo.add_argument("--json", action="store_true", help="print JSON")
     demo.set_defaults(handler=_jisc_demo)
+
+    heralds_cli.add_parsers(commands, _config_option)
+    commands.choices["herald"].set_defaults(handler=_herald)
 
     db = commands.add_parser("db", help="metadata store schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
@@ -429,6 +432,25 @@ def _plan_in_force(plan: PlanSet, stream_d: dict[str, float], settings: dict[str
             elif node.op == "granularity" and s.granularity is not None:
                 nodes[node_id] = replace(node, g=float(s.granularity))
     return replace(plan, streams=streams, nodes=nodes)
+
+
+def _herald(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    try:
+        record = heralds_cli.record_of(args, list(config.plan.streams)) if args.herald_command == "add" else None
+    except heralds_cli.HeraldInputError as exc:
+        raise UserError(str(exc)) from None
+    with closing(_open_store(config)) as store:
+        if record is not None:
+            record = replace(record, id=store.add_herald(record))
+            print(json.dumps(heralds_cli.as_json(record), indent=2) if args.json else heralds_cli.as_text(record))
+            return 0
+        try:
+            records = store.heralds(args.stream)
+        except ValueError as exc:  # a row written with SQL that is no herald
+            raise UserError(str(exc)) from None
+    print(heralds_cli.dumps(records) if args.json else "\n".join(map(heralds_cli.as_text, records)) or "no heralds")
+    return 0
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:

@@ -283,6 +283,29 @@ class ActualStateRow(Base):
     at: Mapped[datetime | None]
 
 
+class HeraldRow(Base):
+    """A herald announced through the store (revision 0007): a range per attribute for a lifespan (paper 002)."""
+
+    __tablename__ = "heralds"
+    __table_args__ = (
+        CheckConstraint(
+            "(lifespan_count IS NULL AND lifespan_seconds > 0) OR (lifespan_seconds IS NULL AND lifespan_count > 0)",
+            name="ck_heralds_one_lifespan",
+        ),
+        Index("ix_heralds_stream_starts_at", "stream", "starts_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    stream: Mapped[str] = mapped_column(String(200))
+    patterns: Mapped[dict[str, Any]]
+    """Attribute → ``[low, high]``, closed, ``null`` for an unbounded end."""
+    lifespan_count: Mapped[int | None] = mapped_column(BigInteger)
+    lifespan_seconds: Mapped[float | None] = mapped_column(Float)
+    starts_at: Mapped[datetime]
+    created_at: Mapped[datetime]
+    source: Mapped[str] = mapped_column(String(50))
+
+
 # The views, for reading only; created by the Alembic revisions, never by metadata.create_all.
 views = MetaData()
 

@@ -42,6 +42,7 @@ from armd.adapters.store.classify import UPGRADE_HINT, classify, one_line
 from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreLost, StoreUnavailable
 from armd.adapters.store.sqlite_file import FileIdentity, sqlite_path
 from armd.adapters.store.triggers import trigger_code
+from armd.migrations.heralds.record import HeraldRecord, InvalidHerald, from_json
 from armd.control.ports import (ACTUAL_PHASES, ActualState, DecisionRecord, DesiredSettings, EstimateRow, EventRecord, NodeRow,
                                 Observation, QueryRow, QuerySettings, StreamRow)
 
@@ -752,6 +753,34 @@ class SqlStore:
                     "stream_d": {stream: float(d) for stream, d in rates if d is not None and math.isfinite(d)}}
 
         return self._call(run)
+
+    def add_herald(self, record: HeraldRecord) -> int:
+        """Announce a herald on ``record.stream``; returns its id (the row anyone can read with SQL)."""
+        return self._insert(
+            m.HeraldRow,
+            stream=record.stream, patterns=record.patterns_json(), lifespan_count=record.count,
+            lifespan_seconds=record.seconds, starts_at=_utc(record.starts_at), created_at=_utc(record.starts_at),
+            source=record.source,
+        )
+
+    def heralds(self, stream: str | None = None) -> list[HeraldRecord]:
+        """Heralds in the store (of ``stream`` only, when given), oldest first; a row SQL wrote that is no
+        herald raises ``InvalidHerald`` naming its id."""
+
+        def run(session: Session) -> list[Any]:
+            stmt = select(m.HeraldRow).order_by(m.HeraldRow.id)
+            if stream is not None:
+                stmt = stmt.where(m.HeraldRow.stream == stream)
+            return [(r.id, r.stream, r.patterns, r.starts_at, r.lifespan_count, r.lifespan_seconds, r.source)
+                    for r in session.scalars(stmt)]
+
+        out = []
+        for id, name, patterns, starts_at, count, seconds, source in self._call(run):
+            try:  # checked outside the call: a row that is no herald is the writer's mistake, not the database's
+                out.append(HeraldRecord(name, from_json(patterns), starts_at, count=count, seconds=seconds, source=source, id=id))
+            except InvalidHerald as exc:
+                raise InvalidHerald(f"heralds row {id}: {exc}") from None
+        return out
 
     # -------------------------------------------------------------- helpers
 

@@ -99,6 +99,22 @@ def intersect(a: Patterns, b: Patterns) -> Patterns:
     return tuple(sorted(merged.items()))
 
 
+def hull(a: Patterns, b: Patterns) -> Patterns:
+    """The strictest patterns that every tuple matching ``a`` or ``b`` matches: per attribute both
+    constrain, the smallest range holding both (an attribute only one constrains is unconstrained).
+    A stream that interleaves two partitions (a join's output) can announce this for both."""
+    theirs = dict(b)
+    out = []
+    for attribute, r in a:
+        o = theirs.get(attribute)
+        if o is None:
+            continue
+        low, low_open = min((r.low, r.low_open), (o.low, o.low_open))
+        high, high_open = max((r.high, not r.high_open), (o.high, not o.high_open))
+        out.append((attribute, Range(low, high, low_open, not high_open)))
+    return tuple(out)
+
+
 class _Active:
     """One herald in force: how many tuples (count) or until which timestamp (time) it still covers."""
 

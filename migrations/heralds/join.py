@@ -22,9 +22,13 @@ other side holds, is neither probed nor stored. Anonymous partitions
 (id 0) are evaluated in full. Each side remembers, for its latest
 partition, what it joins with (the other side's runs that are not skipped,
 grouped by mode) until the other side gains or loses a run, so a tuple
-does not look its modes up run by run. The output is (left row, right
-row) pairs: handing the pair of partition ids on to a further join
-(§V.D) is not built.
+does not look its modes up run by run; when that is every run of the
+other side in one mode, it scans the side's one deque of live tuples.
+The window expires tuple by tuple, as in ``regular_join``, so runs hold
+live tuples only. The output is (left row, right row) pairs: handing
+partition ids on to a further join (§V.D) is left to the caller (the
+benchmark's chains cut the output into partitions announcing the hull of
+their rows' heralds).
 
 Window semantics (the same in ``regular_join`` and in the tests' oracle):
 events are processed in timestamp order, ties left before right; a pair
@@ -34,7 +38,6 @@ it is emitted once, when the later of the two arrives.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import Counter, deque
 from enum import Enum
 from heapq import merge
@@ -64,15 +67,26 @@ _PASSED, _SKIPPED = (_PASS, None), (_SKIP, None)
 class _Run:
     """Consecutive tuples of one partition in one side's window."""
 
-    __slots__ = ("pid", "patterns", "rows", "ts", "modes")
+    __slots__ = ("pid", "patterns", "rows", "modes")
 
     def __init__(self, pid: int, patterns: Patterns | None) -> None:
         self.pid = pid
         self.patterns = patterns
-        self.rows: list[Row] = []
-        self.ts: list[float] = []
+        self.rows: deque[Row] = deque()
         self.modes: dict[int, tuple[JoinAction, Callable | None]] = {}
         """This run's column of the control table: the mode against each partition id of the other side."""
+
+
+class _Chain:
+    """Several runs' rows iterated as one (re-iterable, unlike ``itertools.chain``, so a plan can keep it)."""
+
+    __slots__ = ("lists",)
+
+    def __init__(self, lists: list[deque[Row]]) -> None:
+        self.lists = lists
+
+    def __iter__(self):
+        return chain.from_iterable(self.lists)
 
 
 class MultiModalJoin:
@@ -96,6 +110,9 @@ class MultiModalJoin:
         self.window = window
         self.full = compile_pair(self.reasoner.predicate, left, right)
         self.runs: tuple[deque[_Run], deque[_Run]] = (deque(), deque())
+        self.window_rows: tuple[deque[Row], deque[Row]] = (deque(), deque())
+        """Per side, every live tuple in arrival order (the runs' rows, concatenated): when a tuple joins with
+        every run of the other side in one mode, it iterates this instead of chaining the runs."""
         self.control: dict[tuple[int, int], tuple[JoinAction, Callable[[Row, Row], bool] | None]] = {}
         self._pairs: dict[tuple[Patterns | None, Patterns | None], tuple[JoinAction, Callable | None]] = {}
         self._evaluate: dict[tuple[Atom, ...], tuple[JoinAction, Callable]] = {}
@@ -119,46 +136,66 @@ class MultiModalJoin:
     ) -> list[tuple[Row, Row]]:
         """One tuple of partition ``pid`` arrives on ``side``; the new (left, right) results are appended
         to ``out`` (a new list when not given), which is returned."""
-        t = row[self.ts_index[side]]
-        horizon = t - self.window
-        for runs in self.runs:
-            if runs and runs[0].ts[-1] <= horizon:
-                self._expire(horizon)
-                break
-        if pid != ANONYMOUS:
-            known_pid, dead = self._dead[side]
-            if known_pid != pid:
-                dead = self._decide_alone(side, pid, patterns)
-            if dead:
-                self.dropped += 1
-                return [] if out is None else out
         if out is None:
             out = []
-        plan = self._plans[side]
-        if plan is None or plan[0] != pid or plan[1] != self._version[1 - side]:
-            plan = self._plan(side, pid, patterns)
-        groups, first = plan[2], plan[3]
-        if first is not None and first.ts[0] <= horizon:  # only the oldest run can hold expired tuples
-            live = first.rows[bisect_right(first.ts, horizon) :]
-            groups = [(groups[0][0], [live, *groups[0][1][1:]]), *groups[1:]]
-        for (action, test), lists in groups:
-            partners = lists[0] if len(lists) == 1 else chain.from_iterable(lists)
-            if side == LEFT:
-                if action is _PASS:
-                    out.extend([(row, r) for r in partners])
+        self.run(((row[self.ts_index[side]], side, pid, patterns, row),), out)
+        return out
+
+    def run(self, events: Iterable[tuple], out: list[tuple[Row, Row]]) -> list[tuple[Row, Row]]:
+        """Tuples in timestamp order as ``(ts, side, pid, patterns, row)`` events (``merged_events``); the
+        new (left, right) results are appended to ``out``, which is returned.
+
+        One loop for a whole stretch of events, with the state in locals: the per-tuple work of a herald
+        partition (is it dead, is the plan current) is two comparisons, so it stays small next to the
+        pair evaluations it saves.
+        """
+        window = self.window
+        all_runs, flats, ts_index = self.runs, self.window_rows, self.ts_index
+        lefts, rights = all_runs
+        left_flat, right_flat = flats
+        left_ts, right_ts = ts_index
+        dead_by_side, plans, version = self._dead, self._plans, self._version
+        for t, side, pid, patterns, row in events:
+            horizon = t - window
+            # expire tuple by tuple, as the plain join does, so every run holds live tuples only
+            while left_flat and left_flat[0][left_ts] <= horizon:
+                left_flat.popleft()
+                first = lefts[0].rows
+                first.popleft()
+                if not first:
+                    self._expire_run(LEFT)
+            while right_flat and right_flat[0][right_ts] <= horizon:
+                right_flat.popleft()
+                first = rights[0].rows
+                first.popleft()
+                if not first:
+                    self._expire_run(RIGHT)
+            if pid != ANONYMOUS:
+                known_pid, dead = dead_by_side[side]
+                if known_pid != pid:
+                    dead = self._decide_alone(side, pid, patterns)
+                if dead:
+                    self.dropped += 1
+                    continue
+            plan = plans[side]
+            if plan is None or plan[0] != pid or plan[1] != version[1 - side]:
+                plan = self._plan(side, pid, patterns)
+            for (action, test), partners in plan[2]:
+                if side == LEFT:
+                    if action is _PASS:
+                        out.extend([(row, r) for r in partners])
+                    else:
+                        out.extend([(row, r) for r in partners if test(row, r)])
+                elif action is _PASS:
+                    out.extend([(l, row) for l in partners])
                 else:
-                    out.extend([(row, r) for r in partners if test(row, r)])
-            elif action is _PASS:
-                out.extend([(l, row) for l in partners])
-            else:
-                out.extend([(l, row) for l in partners if test(l, row)])
-        runs = self.runs[side]
-        if not runs or runs[-1].pid != pid:
-            runs.append(_Run(pid, patterns))
-            self._version[side] += 1
-        last = runs[-1]
-        last.rows.append(row)
-        last.ts.append(t)
+                    out.extend([(l, row) for l in partners if test(l, row)])
+            runs = all_runs[side]
+            if not runs or runs[-1].pid != pid:
+                runs.append(_Run(pid, patterns))
+                version[side] += 1
+            runs[-1].rows.append(row)
+            flats[side].append(row)
         return out
 
     def _plan(self, side: int, pid: int, patterns: Patterns | None) -> tuple:
@@ -167,21 +204,24 @@ class MultiModalJoin:
         Kept until the other side gains or loses a run: the rows lists are
         the runs' own, so tuples appended to them since are seen.
         """
-        groups: list[tuple[tuple, list[list[Row]]]] = []
-        first = None
-        for run in self.runs[1 - side]:
+        groups: list[tuple[tuple, list[deque[Row]]]] = []
+        others = self.runs[1 - side]
+        for run in others:
             entry = run.modes.get(pid)
             if entry is None:
                 entry = self._configure(side, pid, patterns, run)
             if entry[0] is _SKIP:
                 continue
-            if not groups:
-                first = run
             if groups and groups[-1][0] is entry:  # consecutive runs in the same mode are joined in one pass
                 groups[-1][1].append(run.rows)
             else:
                 groups.append((entry, [run.rows]))
-        plan = self._plans[side] = (pid, self._version[1 - side], groups, first)
+        flat = self.window_rows[1 - side]
+        groups = [
+            (entry, flat if len(lists) == len(others) > 1 else lists[0] if len(lists) == 1 else _Chain(lists))
+            for entry, lists in groups
+        ]
+        plan = self._plans[side] = (pid, self._version[1 - side], groups)
         return plan
 
     def feed(self, side: int, part: Partition) -> list[tuple[Row, Row]]:
@@ -190,13 +230,13 @@ class MultiModalJoin:
             self.insert(side, part.pid, part.herald, row, out)
         return out
 
-    def _expire(self, horizon: float) -> None:
-        for side, runs in enumerate(self.runs):
-            while runs and runs[0].ts[-1] <= horizon:
-                gone = runs.popleft()
-                self._version[side] += 1
-                if not any(r.pid == gone.pid for r in runs):
-                    self._release(gone.pid, side)
+    def _expire_run(self, side: int) -> None:
+        """The oldest run of ``side`` has no live tuple left: it goes, and with it its partition if no run remains."""
+        runs = self.runs[side]
+        gone = runs.popleft()
+        self._version[side] += 1
+        if not any(r.pid == gone.pid for r in runs):
+            self._release(gone.pid, side)
 
     def _release(self, pid: int, side: int) -> None:
         """A partition left its side's window: its control-table entries go."""

@@ -40,7 +40,7 @@ from armd.control.ports import (
 
 T0 = datetime(2025, 11, 22, 12, 0, tzinfo=timezone.utc)
 TABLES = {"streams", "queries", "plan_nodes", "observations", "batches", "estimates", "decisions", "migrations", "events",
-          "leases", "desired_settings", "actual_states"}
+          "leases", "desired_settings", "actual_states", "heralds"}
 VIEWS = {"query_overview", "recent_decisions", "open_migrations", "recent_alerts"}
 
 

@@ -17,6 +17,8 @@ import pytest
 from support.fakes import MemoryStore
 
 from armd.adapters.store import SqlStore
+from armd.migrations.heralds import Range
+from armd.migrations.heralds.record import HeraldRecord
 from armd.control.ports import (ActualState, DecisionRecord, DesiredSettings, EventRecord, NodeRow, Observation, QueryRow,
                                 QuerySettings, StreamRow, StreamStats)
 
@@ -126,3 +128,17 @@ def test_actual_states_come_back(store) -> None:
     store.write_actual(ActualState("q1", 2, settings(0.6), "steady", at=T0))
     [(query, state)] = store.actual_states().items()
     assert query == "q1" and state.plan_version == 2 and state.phase == "steady" and state.settings == settings(0.6)
+
+
+def test_heralds_come_back_with_ids_oldest_first(store) -> None:
+    needs(store, "add_herald", "heralds")
+    first = HeraldRecord("A", {"region": (25, 32), "temp": (None, 100.5)}, T0, count=5000, source="cli")
+    second = HeraldRecord("B", {"k": (1, 1)}, T0 + timedelta(seconds=1), seconds=30.0)
+    ids = [store.add_herald(first), store.add_herald(second)]
+    assert ids[0] != ids[1]
+    rows = store.heralds()
+    assert rows == [first, second] and [r.id for r in rows] == ids
+    assert store.heralds("B") == [second] and store.heralds("C") == []
+    herald = rows[0].to_herald()
+    assert herald.range("region") == Range(25, 32) and herald.range("temp") == Range.below(100.5, strict=False)
+    assert rows[1].to_herald(ts=10.0).lifespan.value == 30.0

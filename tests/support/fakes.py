@@ -11,6 +11,7 @@ it, talking to it only through the store; ``apply_side`` gives that side,
 from __future__ import annotations
 
 import weakref
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from support import REPO
@@ -74,6 +75,8 @@ class MemoryStore:
         self.migration_uids: list[str | None] = []
         """The id armd generated for each migration recorded, in order."""
         self.actual: dict[str, ActualState] = {}
+        self.heralds_added: list = []
+        """Heralds announced (``HeraldRecord``s with their ids), in order."""
         self._ids = 0
 
     def _call(self, name: str, payload: object = None) -> int:
@@ -156,6 +159,14 @@ class MemoryStore:
     def prune(self, older_than, history_older_than=None):
         self._call("prune", older_than)
         return {}
+
+    def add_herald(self, record):
+        id = self._call("add_herald", record)
+        self.heralds_added.append(replace(record, id=id))
+        return id
+
+    def heralds(self, stream=None):
+        return [h for h in self.heralds_added if stream is None or h.stream == stream]
 
     def close(self):
         pass

@@ -1,0 +1,60 @@
+"""Heralds in the cost model (paper 002 §VII): less CPU for the same output, an overhead per herald."""
+
+from __future__ import annotations
+
+import pytest
+
+from armd.costmodel.evaluate import estimate
+from armd.costmodel.plan import PlanError, parse_plan
+
+
+def plan(select_heralds=None, join_heralds=None):
+    select = {"op": "select", "id": "s", "sel": 0.2, "inputs": [{"op": "window", "w": 200, "inputs": [{"op": "source", "stream": "R"}]}]}
+    join = {"op": "join", "sel": 0.1, "kind": "nested", "inputs": [{"op": "window", "w": 200, "inputs": [{"op": "source", "stream": "L"}]}, select]}
+    if select_heralds is not None:
+        select["heralds"] = select_heralds
+    if join_heralds is not None:
+        join["heralds"] = join_heralds
+    return parse_plan({"streams": {"L": {"d": 1, "size": 64}, "R": {"d": 2, "size": 64}}, "queries": {"q": join}})
+
+
+def test_heralds_that_skip_nothing_and_cost_nothing_change_nothing() -> None:
+    plain = estimate(plan())
+    free = estimate(plan({"skip": 0, "overhead": 0}, {"skip": 0, "overhead": 0}))
+    assert free == plain
+
+
+def test_the_select_follows_equation_9_per_unit_of_time() -> None:
+    node = estimate(plan({"skip": 0.9, "partition": 50, "overhead": 150})).nodes["s"]
+    rate = 0.5  # R: one tuple every 2 time units; C_P = 1
+    assert node.cpu == pytest.approx(rate * (1 - 0.9) + rate / 50 * 150)
+
+
+def test_join_skipping_lowers_cpu_monotonically_and_never_the_output_or_memory() -> None:
+    plain = estimate(plan())
+    runs = [estimate(plan(join_heralds={"skip": s})) for s in (0.0, 0.3, 0.6, 0.9, 1.0)]
+    cpus = [r.nodes["q"].cpu for r in runs]
+    assert cpus == sorted(cpus, reverse=True) and cpus[0] > plain.nodes["q"].cpu > cpus[-1]
+    assert all(r.nodes["q"].out == plain.nodes["q"].out and r.total.memory == plain.total.memory for r in runs)
+    assert cpus[1] - cpus[2] == pytest.approx(cpus[2] - cpus[3])  # linear in the fraction skipped
+
+
+@pytest.mark.parametrize("heralds, words", [
+    ({"skip": 1.5}, "skip must be in [0, 1]"),
+    ({"partition": 50}, "missing skip"),
+    ({"skip": 0.5, "drop": 1}, "unknown key(s) ['drop']; allowed: skip, partition, overhead"),
+    ({"skip": 0.5, "partition": 0.5}, "at least 1"),
+    ({"skip": 0.5, "overhead": -1}, "overhead must be in [0,"),
+    (0.5, "must be an object with skip"),
+])
+def test_bad_heralds_parameters_are_one_line(heralds, words) -> None:
+    with pytest.raises(PlanError) as caught:
+        plan(join_heralds=heralds)
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_only_selects_and_joins_take_heralds() -> None:
+    doc = {"streams": {"A": {"d": 1, "size": 8}},
+           "queries": {"q": {"op": "window", "w": 10, "heralds": {"skip": 0.5}, "inputs": [{"op": "source", "stream": "A"}]}}}
+    with pytest.raises(PlanError, match="unknown parameter"):
+        parse_plan(doc)
