@@ -256,7 +256,7 @@ def summarize(trace: Trace, bound: float, warmup: int = 0) -> dict[str, Any]:
 
 
 def run(scenario: Scenario, mechanisms: Sequence[str], folder: Path, table: Mapping[str, Mapping[str, Any]] = MECHANISMS,
-        queries: Mapping[str, Mapping[str, Any]] = QUERIES) -> dict[str, Any]:
+        queries: Mapping[str, Mapping[str, Any]] = QUERIES, warmup: float = WARMUP_S) -> dict[str, Any]:
     """One scenario on the plant with ``mechanisms`` switched on; its row."""
     overrides = [table[m] for m in mechanisms]
     config = load_config(write_config(folder, "armd", queries, overrides))
@@ -301,10 +301,10 @@ def run(scenario: Scenario, mechanisms: Sequence[str], folder: Path, table: Mapp
     finally:
         store.close()
         plant.close()
-    after = sum(1 for t in applier.change_times if t > WARMUP_S)
+    after = sum(1 for t in applier.change_times if t > warmup)
     return {"scenario": scenario.name, "mechanisms": list(mechanisms) or ["none"], "plant": "simulated",
             "seconds": scenario.seconds, "decisions": controller.counters["decisions"], "applied_changes": applier.changes,
-            "applied_changes_after_warmup": after, **summarize(trace, bound, int(WARMUP_S)), "usable_bound_bytes": bound,
+            "applied_changes_after_warmup": after, **summarize(trace, bound, int(warmup)), "usable_bound_bytes": bound,
             "decision_ms_median": round(statistics.median(timings.decisions_ms), 3) if timings.decisions_ms else None}
 
 

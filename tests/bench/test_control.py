@@ -76,11 +76,12 @@ def test_drifting_keys_grow_the_groups_a_count_per_key_holds():
 
 def test_a_tiny_scenario_runs_through_the_controller_the_store_and_the_plant(tmp_path):
     scenario = control.Scenario("tiny", 45, bursts=((20, 25, 4.0),))
-    row = control.run(scenario, (), tmp_path)
+    row = control.run(scenario, (), tmp_path, warmup=10)
     assert row["scenario"] == "tiny" and row["mechanisms"] == ["none"] and row["plant"] == "simulated"
     assert row["decisions"] >= 1 and 0 < row["results_kept"] <= 1 and 0 < row["mean_qos"] <= 1
     assert row["peak_state_over_bound"] > 1  # the burst outgrows the bound before any cut takes effect
-    assert row["seconds_over_bound"] >= 1 and row["applied_changes"] >= 1
+    assert row["seconds_over_bound"] >= 1 and row["seconds_over_bound_in_warmup"] == 0 and row["applied_changes"] >= 1
+    assert row["applied_changes_after_warmup"] == row["applied_changes"]  # no change before the burst at 20 s
 
 
 def test_the_mechanism_table_gives_none_each_alone_and_all():
