@@ -48,6 +48,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import structlog
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from plant import Keys, Plant, SimulatedGenMig, Tap  # noqa: E402
@@ -418,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fig12-sizes", default=None, help="numbers of queries for Fig 12, e.g. 10,100,1000,10000 "
                         "(default 10,100,1000; 10,100 with --quick)")
     args = parser.parse_args(argv)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is the JSON's
     rows = scenario_rows(SCENARIOS, MECHANISMS, args.quick)
     out: dict[str, Any] = {"scenarios": rows, **headline(rows, MECHANISMS)}
     ratio, why = shedding_ratio()
@@ -427,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     error, fig7, why = trajectory_error(args.quick, not args.no_spark)
     out["trajectory_max_rel_err"] = error
     if fig7 is not None:
-        out["fig7"] = fig7
+        out["fig7"] = fig7  # with its samples: the measured and the predicted trajectory
     if why:
         out["trajectory_reason"] = why
     sizes = args.fig12_sizes or ("10,100" if args.quick else "10,100,1000")
