@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import tomllib
 from datetime import datetime, timedelta, timezone
@@ -11,7 +12,12 @@ import pytest
 from support import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
-import control  # noqa: E402
+# By path, under a name of its own: the repository root's control/ (armd.control's sources) must not answer "control".
+_spec = importlib.util.spec_from_file_location("bench_control", REPO / "bench" / "control.py")
+assert _spec is not None and _spec.loader is not None
+control = importlib.util.module_from_spec(_spec)
+sys.modules["bench_control"] = control
+_spec.loader.exec_module(control)
 from plant import Keys, Plant, SimulatedGenMig, Tap  # noqa: E402
 
 from armd.adapters.synthetic import Schedule  # noqa: E402
