@@ -96,3 +96,31 @@ def test_the_mechanism_table_gives_none_each_alone_and_all():
     assert control.merged({"x": {"k": 1, "j": 2}}, {"x": {"k": 3}, "y": {"z": True}}) == {"x": {"k": 3, "j": 2}, "y": {"z": True}}
     doc = {"a": {"k": 1, "s": "t", "l": [1, 2.5]}, "b": {"c": {"on": True}}}
     assert tomllib.loads(control.toml(doc)) == doc
+
+
+def test_a_mechanism_is_one_line_of_overrides_and_a_wrong_key_is_named_in_one_line(tmp_path):
+    table = {"dry": {"guardrails": {"dry_run": True}}, "typo": {"guardrails": {"cooldown": 1}}}
+    scenario = control.Scenario("tiny", 30, bursts=((10, 20, 4.0),))
+    folders = {name: tmp_path / name for name in ("none", "dry", "typo")}
+    for folder in folders.values():
+        folder.mkdir()
+    live, dry = (control.run(scenario, m, folders[m[0] if m else "none"], table, warmup=5) for m in ((), ("dry",)))
+    assert dry["mechanisms"] == ["dry"] and live["mechanisms"] == ["none"]
+    assert live["applied_changes"] >= 1 and dry["applied_changes"] == 0  # the override reached the daemon: it only recommends
+    with pytest.raises(control.MechanismError, match=r"mechanisms \[typo\].*cooldown"):
+        control.run(scenario, ("typo",), folders["typo"], table)
+
+
+def test_the_headline_takes_the_rows_with_every_mechanism_and_the_worst_burst():
+    def row(scenario, mechanisms, changes=0, over=0.0):
+        return {"scenario": scenario, "mechanisms": mechanisms, "applied_changes": changes, "applied_changes_after_warmup": changes,
+                "seconds_over_bound": over}
+
+    table = {"a": {}, "b": {}}
+    rows = [row(s, ["none"], 9, 99.0) for s in ("steady", "ramp", *control.BURSTS)]
+    rows += [row("steady", ["a", "b"], 0), row("ramp", ["a", "b"], 1, 0.0), row("burst", ["a", "b"], 2, 10.0),
+             row("burst_drifting_keys", ["a", "b"], 1, 31.0), row("burst_bytes_2x", ["a", "b"], 2, 12.0)]
+    got = control.headline(rows, table)
+    assert got["headline_mechanisms"] == ["a", "b"] and got["steady_applied_changes"] == 0
+    assert got["burst_applied_changes"] == 2 and got["burst_seconds_over_bound"] == 31.0 and got["ramp_seconds_over_bound"] == 0.0
+    assert got["burst_limit_s"] == 30 + control.DELAY_S + 1
