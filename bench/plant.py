@@ -36,6 +36,11 @@ admitted at its maximum QoS window with no memory bound; the plant counts the
 contributions under the windows armd put in force (0 while a query is not
 running: not admitted yet, rejected, or removed). ``kept / oracle`` over the
 scenario is the results kept.
+
+Not simulated (yet): CPU (the plant measures none; the scenarios set the CPU
+bound out of reach) and load shedding — once settings carry a drop rate
+(issue 21's second knob), ``state`` and ``contributions`` must thin the
+window's arrivals of a shedding query by it, or shedding would look free.
 """
 
 from __future__ import annotations
