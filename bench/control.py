@@ -457,6 +457,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out["trajectory_max_rel_err"] = error
     if fig7 is not None:
         out["fig7"] = fig7  # with its samples: the measured and the predicted trajectory
+        rows.append({"scenario": "window_change_fig7", "mechanisms": ["none"], "plant": "spark", "applied_changes": 1,
+                     "peak_state_rows": max((p["rows"] for p in fig7["samples"]), default=None),
+                     "trajectory_max_rel_err": error})
     if why:
         out["trajectory_reason"] = why
     sizes = args.fig12_sizes or ("10,100" if args.quick else "10,100,1000")
