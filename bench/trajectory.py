@@ -1,0 +1,137 @@
+"""Paper 001 Fig 7 on local Spark: a window change's measured state against ``policies/trajectory.predict``.
+
+A windowed count per key (5 keys, slide 2 s, watermark delay 2 s, trigger
+2 s) on armd's ``armd-synthetic`` source in simulated event time runs with a
+window of 10 s; once its watermark has passed 12 s of event time armd's
+GenMig applier changes the window to 4 s (``bench/migration.py``'s
+``migrate``, the same machinery as the migration benchmark). Every batch of
+either run is a sample: the query's measured state at the batch's event time
+(its latest event time, seconds after the stream's origin) is the latest
+numRowsTotal of the old run while it still runs plus that of the new run once
+it has started; bytes (memoryUsedBytes) likewise.
+
+The prediction is ``predict`` of the cost model's ``spark`` profile on the
+query's plan at one byte per element, so its memory is in state rows: from
+the moment the new run starts reading (``now``) it moves linearly from the
+old window's estimate to the new one's between now + new window and now + old
+window (paper 001 §4.2: elements admitted under the old window expire). We
+compare rows, not bytes: Spark's memoryUsedBytes includes the state store's
+per-version maps and jumps with them, so bytes per row are not stable over
+a migration (both are in the samples).
+
+``trajectory_max_rel_err`` = max over the samples from the change to the end
+of |measured − predicted| / measured. ``*_after_migration`` restricts it to the
+samples after the old run stopped, which separates the §4.2 model's own error
+from what it leaves out: GenMig runs both plans side by side, so until the
+old run has drained the query holds both plans' state, which ``predict``
+does not include (``migrations.genmig.transient_cost`` prices it apart).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import migration as mig  # noqa: E402
+
+from armd.adapters.spark.listener import ProgressListener  # noqa: E402
+from armd.adapters.spark.managed import QueryManager  # noqa: E402
+from armd.adapters.spark.session import build_session  # noqa: E402
+from armd.adapters.spark.sinks import MemorySink  # noqa: E402
+from armd.costmodel.plan import parse_plan  # noqa: E402
+from armd.policies.problem import Bounds, Problem  # noqa: E402
+from armd.policies.qos import QueryQoS  # noqa: E402
+from armd.policies.trajectory import predict  # noqa: E402
+from armd.migrations.genmig import transient_cost  # noqa: E402
+
+OLD, NEW, SLIDE = 10.0, 4.0, 2.0
+SCENARIO = mig.Scenario(f"count per key: window {OLD:g} s → {NEW:g} s, slide {SLIDE:g} s", "count", {"clicks": 10.0},
+                        mig.Variant(OLD, SLIDE), mig.Variant(NEW, SLIDE))
+
+
+def predicted_rows(now_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """``predict``'s trajectory (times in seconds after the origin, state rows) for the change at ``now_s``."""
+    plan = parse_plan(SCENARIO.plan(SCENARIO.old))
+    problem = Problem(plan, {"q": QueryQoS(window=(NEW * 1000, OLD * 1000))}, profile="spark")
+    high, low = np.ones(1), np.zeros(1)
+    old = (*problem.values(high, high), problem.evaluate(high, high))
+    new = (*problem.values(low, high), problem.evaluate(low, high))
+    path = predict(problem, Bounds(1e18, 1e18), now_s * 1000, old, new)
+    return path.times / 1000, path.memory
+
+
+def samples(run: dict[str, Any]) -> list[dict[str, float]]:
+    start = run["start"]
+
+    def series(records: list[Any]) -> list[tuple[float, int, int]]:
+        return sorted((r.event_max.timestamp() - start, r.state_rows, r.state_bytes) for r in records if r.event_max)
+
+    old, new = series(run["old"]), series(run["new"])
+    old_end = old[-1][0] if old else -np.inf
+    out = []
+    for t in sorted({p[0] for p in old + new}):
+        (old_rows, old_bytes), (rows, size) = _at(old, t) if t <= old_end else (0, 0), _at(new, t)
+        rows, size = rows + old_rows, size + old_bytes
+        out.append({"t": round(t, 3), "rows": rows, "bytes": size, "old_running": t <= old_end})
+    return out
+
+
+def _at(series: list[tuple[float, int, int]], t: float) -> tuple[int, int]:
+    before = [(r, b) for at, r, b in series if at <= t]
+    return before[-1] if before else (0, 0)
+
+
+def fig7(quick: bool = False) -> dict[str, Any]:
+    """One run (about a minute here; ``quick`` changes nothing: the run is already as short as the windows allow)."""
+    spark = build_session()
+    listener = ProgressListener().attach(spark)
+    manager = QueryManager(spark, tempfile.mkdtemp(prefix="armd-fig7-"))
+    run = mig.migrate(listener, manager, MemorySink(), "fig7", "genmig", SCENARIO)
+    first = run["transitions"][0]
+    began = max(first.facts["positions"].values()) - run["start"]
+    times, rows = predicted_rows(began)
+    # The migration-aware prediction: the old plan's estimate until it has drained (transient_cost's duration), plus the
+    # new plan's filling from empty over its window + delay + one trigger.
+    cost = transient_cost(first.t_split - run["start"], began, mig.DELAY, mig.BATCH, float(rows[0]), float(rows[-1]),
+                          NEW + mig.DELAY + mig.BATCH)
+    fill = NEW + mig.DELAY + mig.BATCH
+    points = []
+    for s in samples(run):
+        if s["t"] < began - OLD / 2:
+            continue
+        plain = float(np.interp(s["t"], times, rows)) if s["t"] >= began else float(rows[0])
+        aware = (float(rows[0]) if s["t"] < began + cost.duration else 0.0) + float(rows[-1]) * min(1.0, max(0.0, s["t"] - began) / fill)
+        points.append(dict(s, predicted_rows=round(plain, 2), migration_aware_rows=round(aware, 2),
+                           rel_err=_err(s["rows"], plain), migration_aware_rel_err=_err(s["rows"], aware)))
+    during = [p for p in points if p["t"] >= began and p["rel_err"] is not None]
+    return {"scenario": SCENARIO.name, "plant": "spark", "change_at_s": round(began, 3), "compared": "state rows",
+            "t_split_s": round(first.t_split - run["start"], 3),
+            "trajectory_max_rel_err": _max(p["rel_err"] for p in during),
+            "trajectory_max_rel_err_after_migration": _max(p["rel_err"] for p in during if not p["old_running"]),
+            "migration_aware_max_rel_err": _max(p["migration_aware_rel_err"] for p in during),
+            "before_change_rel_err": _max(p["rel_err"] for p in points if p["t"] < began and p["rel_err"] is not None),
+            "samples": points}
+
+
+def _err(measured: float, predicted: float) -> float | None:
+    return round(abs(measured - predicted) / measured, 4) if measured else None
+
+
+def _max(values: Any) -> float | None:
+    values = [v for v in values if v is not None]
+    return round(max(values), 4) if values else None
+
+
+if __name__ == "__main__":
+    import json
+
+    import structlog
+
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    print(json.dumps(fig7(), indent=2))
