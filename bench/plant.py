@@ -116,7 +116,7 @@ class Plant(SyntheticSource):
     def _keys_of(self, stream: str, k: int) -> np.ndarray:
         got = self._key_draws.get((stream, k))
         if got is None:
-            n = len(self._second(stream, k))
+            n = self._second(stream, k).shape[1]
             spec = self.keys.get(stream, Keys())
             rng = np.random.default_rng([self.seed, self._index[stream], k, 7])
             hot = rng.integers(0, spec.hot, n)
@@ -129,7 +129,7 @@ class Plant(SyntheticSource):
         if end <= start:
             return np.empty(0), np.empty(0, dtype=np.int64)
         seconds = range(max(0, math.floor(start)), math.ceil(end))
-        times = np.concatenate([self._second(stream, k) for k in seconds] or [np.empty(0)])
+        times = np.concatenate([self._second(stream, k)[0] for k in seconds] or [np.empty(0)])
         keys = np.concatenate([self._keys_of(stream, k) for k in seconds] or [np.empty(0, dtype=np.int64)])
         inside = (times >= start) & (times < end)
         return times[inside], keys[inside]
