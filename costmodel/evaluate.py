@@ -94,6 +94,23 @@ def spark_join(a: NodeEstimate, b: NodeEstimate, fed: tuple[bool, bool], sel: fl
     return out, cost
 
 
+def groups_in_window(node: Node, s: Stream, profile: str, k: CostConstants) -> float:
+    """An aggregation's group count: the constant, or its per-window model at the window its input has.
+
+    The window is recovered from the input's validity: under ``spark`` l is
+    the held length (window + D + T + d), so the retention comes off again
+    (as in ``spark_join``); a granularity operator (the slide) shortened l by
+    its g, so g is added back. The result is the window up to two source
+    granules (a few time units), negligible against any window.
+    """
+    if node.group_growth is None:
+        return node.groups
+    if s.is_empty:
+        return max(1.0, node.groups)
+    w = s.l - retention_extra(profile, k, s.d) + s.g
+    return max(1.0, node.groups + node.group_growth * max(w, 0.0))
+
+
 @dataclass(frozen=True)
 class NodeEstimate:
     """Output characteristics and resource use of one node."""
@@ -160,7 +177,8 @@ def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet, profile
         out, cost = f.granularity_output(s, node.g), f.granularity_cost(s, k)
     elif op == "aggregate":
         size = node.size or k.aggregate_size
-        out, cost = f.aggregate_output(s, node.groups), f.aggregate_cost(s, node.groups, size, k)
+        n = groups_in_window(node, s, profile, k)
+        out, cost = f.aggregate_output(s, n), f.aggregate_cost(s, n, size, k)
     elif op == "union":
         streams = [i.out for i in inputs]
         out = f.union_output(streams)
