@@ -26,7 +26,7 @@ from armd.adapters.spark.observed import parse_observation_name
 from armd.adapters.spark.sinks import MemorySink
 from armd.costmodel.inputs import GroupModel
 
-SECONDS, BATCH, KEYS, LIFE = 40, 2, 5, 10.0
+SECONDS, BATCH, KEYS, LIFE = 24, 2, 5, 10.0
 
 
 @pytest.fixture(scope="module")
@@ -75,14 +75,14 @@ def test_they_feed_selectivity_bytes_per_row_and_a_group_model(drifting) -> None
 
 
 def test_the_measured_groups_grow_with_the_window_as_modelled(drifting) -> None:
-    """Distinct auctions over 4 s and 20 s of the real run against the model fitted on all spans."""
+    """Distinct auctions over 4 s and 16 s of the real run against the model fitted on all spans."""
     model = GroupModel(*drifting["observation"].queries[0].group_models["agg1"])
     points = drifting["stats"]._sketches.points(drifting["records"][-1].run_id, "agg1")
-    for w in (4.0, 20.0):
+    for w in (4.0, 16.0):
         near = [n for span, n in points if span == pytest.approx(w)]
         assert near, f"no measured span of {w} s"
         assert sum(near) / len(near) == pytest.approx(model.at(w), rel=0.15)
-    assert model.at(20.0) > 1.8 * model.at(4.0)
+    assert model.at(16.0) > 1.6 * model.at(4.0)
 
 
 def test_builders_that_observe_by_hand_keep_their_labels_and_get_nothing_twice(spark) -> None:  # noqa: F811
