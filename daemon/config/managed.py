@@ -57,7 +57,27 @@ def read_managed(top: Table, plan: PlanSet, kind: str, spark: SparkConfig) -> di
     if missing:
         raise top.error(("managed", missing[0]), 'missing; with source.kind = "spark" every plan query needs '
                         f'[managed.NAME] with builder = "module:function" (queries without one: {listing(missing)})')
+    check_unshared(top, plan)
     return {name: _managed_query(top, name, spec, plan, spark) for name, spec in raw.items()}
+
+
+def check_unshared(top: Table, plan: PlanSet) -> None:
+    """Refuse a plan node shared (``{"ref": id}``) by two queries that Spark runs.
+
+    Spark runs every managed query on its own plan and state: a sub-plan two
+    of them share in the plan file is computed and held twice, so a model that
+    counted it once would under-estimate both. Copying it silently would
+    leave ``[managed.NAME] nodes`` and ``[queries.NAME.windows]`` naming only
+    one of the copies, so the plan must say it (docs/spark-mapping.md).
+    """
+    owner: dict[str, str] = {}
+    for query in plan.queries:
+        for node in plan.query_nodes(query):
+            if node in owner and plan.nodes[node].op != "source":
+                raise top.error(("plan",), f"node {node!r} is shared by the Spark queries {owner[node]!r} and {query!r}, "
+                                "but Spark keeps a separate copy of its state per query; give each query its own copy "
+                                "of the node (with its own id) instead of a {\"ref\"}")
+            owner.setdefault(node, query)
 
 
 def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkConfig) -> ManagedQueryConfig:

@@ -372,3 +372,20 @@ def test_a_jisc_join_must_be_joins_over_one_input_per_stream(tmp_path):
         load_config(write(tmp_path, JISC_EXAMPLE.read_text()), environ={})
     message = str(info.value)
     assert "managed.journeys.join_order: " in message and "'jr_w_clicks'" in message and "exactly one stream" in message, message
+
+
+def test_a_node_shared_by_two_spark_queries_is_refused(tmp_path):
+    """Spark runs every managed query on its own state: a shared plan node would be counted once for two (issue 20)."""
+    shared = MINIMAL + """
+[plan.queries.per_key]
+op = "aggregate"
+groups = 5
+inputs = [ { ref = "clicks_10s" } ]
+""" + SPARK + f"builder = '{COUNT}'\n[managed.per_key]\nbuilder = '{COUNT}'\n"
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, shared), environ={})
+    message = str(caught.value)
+    assert "node 'clicks_10s' is shared by the Spark queries 'per_second' and 'per_key'" in message, message
+    assert "own copy" in message and "\n" not in message
+    simulated = MINIMAL + '\n[plan.queries.per_key]\nop = "aggregate"\ninputs = [ { ref = "clicks_10s" } ]\n'
+    assert load_config(write(tmp_path, simulated), environ={}).plan.query_nodes("per_key")  # without Spark, sharing stays
