@@ -234,9 +234,14 @@ def _aggregate(x, out, p, k) -> None:
     d, l, g, size = x  # noqa: E741
     out_d, out_l, out_g, out_size, memory, cpu = out
     groups, agg_size = p["groups"], p["agg_size"]
-    if p.get("growth") is not None:  # per-window model: groups at the input's window (evaluate.groups_in_window)
-        w = l + g if k.window_extra is None else l - (k.window_extra + np.where(d == _INF, 0.0, d)) + g
-        groups = np.maximum(groups + p["growth"] * np.maximum(w, 0.0), 1.0)
+    if p.get("growth") is not None:  # per-window model n(w) (evaluate.groups_in_window)
+        held = l + g
+        if k.window_extra is None:
+            w = held
+        else:  # spark: averaged over the live windows' ages
+            w = np.maximum(held - (k.window_extra + np.where(d == _INF, 0.0, d)), 0.0)
+            w = w - w * w / (2.0 * held)
+        groups = np.maximum(groups + p["growth"] * w, 1.0)
     D = groups * d
     active = D < l  # implies a non-empty input
     D1 = _constant_rows(D)

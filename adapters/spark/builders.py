@@ -135,6 +135,19 @@ def drifting_count(spark: SparkSession, params: QueryParams) -> DataFrame:
 
 
 @genmig_hints("window.end")
+def union_count(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """Count per key over a sliding window ``w`` of the union of every source (each with its watermark); no ``observe``."""
+    names = list(params.extra.get("sources") or {})
+    if len(names) < 2:
+        raise LookupError(f"union_count needs at least two sources in params.extra['sources'], has {names}")
+    sides = [synthetic(spark, params, name).withWatermark("event_time", _delay(params)) for name in names]
+    df = sides[0]
+    for side in sides[1:]:
+        df = df.unionByName(side)
+    return df.groupBy(_window(params, "w", 10.0, 2.0), "key").agg(F.count(F.lit(1)).alias("n"))
+
+
+@genmig_hints("window.end")
 def granular_average(spark: SparkSession, params: QueryParams) -> DataFrame:
     """Scalar average of ``value > threshold`` rows over a window ``w`` sliding by the granularity; filter node ``f``."""
     stream = params.extra.get("stream") or _first_stream(params)
