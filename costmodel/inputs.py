@@ -35,13 +35,15 @@ intervals like the rates.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping
 
 import numpy as np
 from scipy.optimize import nnls
 
-__all__ = ["GroupModel", "Smoothed", "fit_group_model", "per_row"]
+from .plan import Node, PlanSet
+
+__all__ = ["GroupModel", "Smoothed", "apply_measured", "fit_group_model", "per_row"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +129,37 @@ class Smoothed:
         base = self.update(f"{name}.base", model.base if model else None)
         growth = self.update(f"{name}.growth", model.growth if model else None)
         return None if base is None or growth is None else GroupModel(base, growth)
+
+
+def apply_measured(plan: PlanSet, groups: Mapping[str, GroupModel], bytes_per_row: Mapping[str, float],
+                   time_unit_seconds: float = 1.0) -> PlanSet:
+    """The plan with measured inputs in place of the declared ones, node by node.
+
+    ``groups``: aggregation node → model with w in seconds (as measured); it
+    becomes the node's ``{"base", "growth"}`` in the plan's time unit.
+    ``bytes_per_row``: stateful node → bytes per state row; an aggregation
+    takes it as its ``size``, a join as the size of each of its inputs (a
+    projection of that size is put in front of each side), so the node's
+    state costs its rows times the measured figure. Unknown node ids are
+    ignored (the plan may not have that node any more).
+    """
+    nodes: dict[str, Node] = {}
+    granularities = dict(plan.granularities)
+    for node_id, node in plan.nodes.items():
+        if node.op == "aggregate":
+            model = groups.get(node_id)
+            if model is not None:
+                scaled = model.scaled(1.0 / time_unit_seconds)
+                node = replace(node, groups=scaled.base, group_growth=scaled.growth)
+            if bytes_per_row.get(node_id):
+                node = replace(node, size=float(bytes_per_row[node_id]))
+        elif node.op == "join" and bytes_per_row.get(node_id):
+            sides = []
+            for side, input_id in zip(("left", "right"), node.inputs):
+                proxy = f"{node_id}.{side}.bytes"
+                nodes[proxy] = Node(proxy, "project", (input_id,), size=float(bytes_per_row[node_id]))
+                granularities[proxy] = plan.granularities.get(input_id, 1.0)
+                sides.append(proxy)
+            node = replace(node, inputs=tuple(sides))
+        nodes[node_id] = node
+    return replace(plan, nodes=nodes, granularities=granularities, _members={}, _position={})

@@ -123,3 +123,29 @@ def test_groups_grow_with_the_window_in_both_evaluators() -> None:
 def test_bad_group_models_are_refused_with_what_is_allowed(groups, message: str) -> None:
     with pytest.raises(PlanError, match=message):
         parse_plan(_plan(groups))
+
+
+def test_measured_inputs_replace_the_plans_groups_and_sizes_node_by_node() -> None:
+    from armd.costmodel.inputs import apply_measured
+
+    doc = {
+        "streams": {"a": {"d": 100.0, "g": 1, "size": 1}, "b": {"d": 100.0, "g": 1, "size": 1}},
+        "constants": {"aggregate_size": 1, "watermark_delay": 1000.0, "trigger_interval": 1000.0},
+        "queries": {
+            "agg": _plan(5)["queries"]["q"] | {"id": "agg"},
+            "j": {"op": "join", "id": "j", "sel": 0.2, "inputs": [
+                {"op": "window", "id": "wa", "w": 2000.0, "inputs": [{"op": "source", "stream": "a"}]},
+                {"op": "window", "id": "wb", "w": 2000.0, "inputs": [{"op": "source", "stream": "b"}]}]},
+        },
+    }
+    doc["streams"]["bids"] = {"d": 50.0, "g": 1, "size": 1}
+    plan = parse_plan(doc)
+    rows = estimate(plan, "spark").nodes
+    measured = apply_measured(plan, {"agg": GroupModel(5.0, 0.0)}, {"agg": 380.0, "j": 250.0, "gone": 1.0}, 0.001)
+    nodes = estimate(measured, "spark").nodes
+    assert nodes["agg"].memory == pytest.approx(rows["agg"].memory * 380.0)
+    assert nodes["j"].memory == pytest.approx(rows["j"].memory * 250.0)
+    assert measured.nodes["agg"].group_growth == 0.0 and measured.query_nodes("j")[-1] == "j"
+    drifting = apply_measured(plan, {"agg": GroupModel(5.0, 0.5)}, {}, 0.001)  # 0.5 per second = 0.0005 per ms
+    assert drifting.nodes["agg"].group_growth == pytest.approx(0.0005)
+    assert BatchPlan.compile(measured, "spark").evaluate().total_memory == pytest.approx(estimate(measured, "spark").total.memory)
