@@ -53,6 +53,8 @@ from armd.costmodel.plan import parse_plan
 
 BUILDERS = "armd.adapters.spark.builders:"
 KEYS = 5
+UNIT = 0.001
+"""The plans' time unit in seconds: milliseconds, since formula 7's window is w + 1 time unit (+1 s in seconds)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def run_case(spark: Any, listener: ProgressListener, case: Case, start: float, i
     recording = RecordingParams(params.windows, params.slides, params.granularity, params.join_order, params.version,
                                 params.extra)
     derivation = derive(instrument(load_builder(BUILDERS + case.builder)(spark, recording)).frame, name,
-                        trigger_seconds=case.trigger, window_names=recording.asked)
+                        trigger_seconds=case.trigger, window_names=recording.asked, time_unit_seconds=UNIT)
     manager = QueryManager(spark, tempfile.mkdtemp(prefix="armd-accuracy-"))
     manager.register(ManagedSpec(name, BUILDERS + case.builder, MemorySink(), params))
     stats = SparkStats(listener, 1.0, queries=[name], stateful=manager.stateful)
@@ -155,7 +157,7 @@ def with_inputs(target: Measured, inputs: Measured) -> tuple[dict[str, Any], dic
     query = next(iter(doc["queries"]))
     for name, stream in doc["streams"].items():
         stream.pop("d", None)
-        stream["rate"] = inputs.rates.get(name, stream.get("rate"))
+        stream["rate"] = inputs.rates[name] * UNIT if name in inputs.rates else stream["rate"]
         stream["size"] = 1
     doc["constants"]["aggregate_size"] = 1
     per_row: dict[str, float] = {}
@@ -172,7 +174,7 @@ def with_inputs(target: Measured, inputs: Measured) -> tuple[dict[str, Any], dic
             node["sel"] = max(min(inputs.selectivities[lab], 1.0), 1e-6)
         if node["op"] == "aggregate" and lab in inputs.group_models:
             base, growth = inputs.group_models[lab]
-            node["groups"] = {"base": base, "growth": growth}
+            node["groups"] = {"base": base, "growth": growth * UNIT}  # measured per second, the plan's unit is ms
         if "size" in node:
             node["size"] = 1
         if lab in inputs.bytes_per_row:

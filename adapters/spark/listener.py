@@ -414,12 +414,13 @@ class SparkStats:
                     validity = parsed.param if parsed.param is not None else self.join_validity.get(r.query, {}).get(parsed.node)
                     query_counts.add_join(parsed.node, parsed.role, float(metrics.get("rows") or 0),
                                           validity if parsed.role == "out" else None)
-                elif parsed.kind == "groups" and metrics.get("groups") is not None:
-                    node_groups = self.groups.setdefault(r.query, {})
-                    node_groups[parsed.node] = max(node_groups.get(parsed.node, 0), int(metrics["groups"]))
-                elif parsed.kind == "groups" and metrics.get("sketch") is not None:
-                    self._sketches.add(r.run_id, parsed.node, span, metrics["sketch"])
-                    self._latest_run[(r.query, parsed.node)] = r.run_id
+                elif parsed.kind == "groups":
+                    if metrics.get("groups") is not None:
+                        node_groups = self.groups.setdefault(r.query, {})
+                        node_groups[parsed.node] = max(node_groups.get(parsed.node, 0), int(metrics["groups"]))
+                    if metrics.get("sketch") is not None:
+                        self._sketches.add(r.run_id, parsed.node, span, metrics["sketch"])
+                        self._latest_run[(r.query, parsed.node)] = r.run_id
         self._measured_inputs(state_samples)
         stream_stats = tuple(StreamStats(a.stream, a.rows, a.seconds, a.rate_per_second, a.d)
                              for a in arrivals.estimates(self.time_unit_seconds))
