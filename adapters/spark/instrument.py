@@ -122,7 +122,8 @@ class _Rewriter:
         hand = self._hand_observed(plan)
         if op == "CollectMetrics":
             return self._children(plan, hand)
-        if not streaming or op not in LABELS or (op == "Filter" and self._spark_added(plan)):
+        if not streaming or op not in LABELS or (op == "Filter" and self._spark_added(plan)) or (
+                op == "Join" and not all(c.isStreaming() for c in self._list(plan.children()))):  # stream-static: not modelled
             return self._children(plan, None)
         label = self._label(op, given)
         if op in STATEFUL:
