@@ -49,6 +49,10 @@ class QueryMetrics:
     """Measured selectivity per plan node id."""
     pair_selectivities: Mapping[str, float] = field(default_factory=dict)
     """A JISC join's measured key-match selectivity per pair of its streams, keyed "a,b" (names sorted)."""
+    group_models: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per aggregation node, the smoothed groups in a window of w seconds as (base, growth): base + growth·w."""
+    bytes_per_row: Mapping[str, float] = field(default_factory=dict)
+    """Per stateful node, the smoothed bytes per state row (memoryUsedBytes / numRowsTotal)."""
 
 
 @dataclass(frozen=True)

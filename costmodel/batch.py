@@ -234,6 +234,14 @@ def _aggregate(x, out, p, k) -> None:
     d, l, g, size = x  # noqa: E741
     out_d, out_l, out_g, out_size, memory, cpu = out
     groups, agg_size = p["groups"], p["agg_size"]
+    if p.get("growth") is not None:  # per-window model n(w) (evaluate.groups_in_window)
+        held = l + g
+        if k.window_extra is None:
+            w = held
+        else:  # spark: averaged over the live windows' ages
+            w = np.maximum(held - (k.window_extra + np.where(d == _INF, 0.0, d)), 0.0)
+            w = w - w * w / (2.0 * held)
+        groups = np.maximum(groups + p["growth"] * w, 1.0)
     D = groups * d
     active = D < l  # implies a non-empty input
     D1 = _constant_rows(D)
@@ -576,7 +584,7 @@ _TABLES = {
     "select": ("sel",),
     "project": ("size",),
     "window": ("c",),
-    "aggregate": ("groups", "agg_size"),
+    "aggregate": ("groups", "agg_size", "growth"),
 }
 """Operator → the per-node constants in the columns of a block's table (see ``_Group.table``)."""
 
@@ -634,6 +642,8 @@ def _params(op: str, table: np.ndarray | None, k: _Constants) -> dict:
             params = {"c": None, "is_tuple": None, "cpu_per_element": k.C_S}
     else:  # aggregate
         params = {"groups": column("groups"), "agg_size": column("agg_size")}
+        growth = np.where(np.isnan(table[:, 2:3]), 0.0, table[:, 2:3])  # NaN: a constant count
+        params["growth"] = None if np.isnan(table[:, 2]).all() else float(growth[0, 0]) if (growth == growth[0]).all() else growth
     for value in params.values():
         if isinstance(value, np.ndarray):
             value.flags.writeable = False  # shared by the chunks of every evaluation (and by subsets)
@@ -1143,6 +1153,7 @@ class BatchPlan:
             columns = [
                 _column([float(node.groups) for node in group_nodes]),
                 _column([node.size or k.aggregate_size for node in group_nodes]),
+                _column([np.nan if node.group_growth is None else node.group_growth for node in group_nodes]),  # NaN: constant
             ]
         table = np.hstack(columns) if columns else None
         if table is not None:

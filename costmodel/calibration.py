@@ -131,6 +131,49 @@ def fit_cpu(samples: Sequence[CpuSample], previous: CostConstants | None = None)
     return constants, learned, residual
 
 
+class OnlineCpuFit:
+    """The CPU constants refitted while batches arrive: ``fit_cpu`` over a sliding window of recent batches.
+
+    ``armd calibrate`` fits once, offline, from the store; a running daemon
+    should not need that step. Feed every batch of a managed query with the
+    model's CPU terms of that query (``cpu_terms`` of the plan in force);
+    a batch covers the event time from the previous batch's newest event of
+    the same run to its own. After ``refit_every`` new samples the constants
+    are refitted on the last ``window`` samples (old behaviour fades out as
+    the window slides). Pure: times are arguments.
+    """
+
+    def __init__(self, window: int = 400, refit_every: int = 20, previous: CostConstants | None = None) -> None:
+        if window < 1 or refit_every < 1:
+            raise ValueError(f"window and refit_every must be ≥ 1, got {window} and {refit_every}")
+        self.window, self.refit_every = window, refit_every
+        self.samples: list[CpuSample] = []
+        self._last_event: dict[str, float] = {}
+        self._new = 0
+        self.constants = previous
+        self.learned: tuple[str, ...] = ()
+        self.residual_seconds: float | None = None
+
+    def add(self, terms: np.ndarray | None, run: str, event_max: float | None, batch_seconds: float, unit_seconds: float) -> bool:
+        """One batch: ``event_max`` its newest event time (seconds), ``batch_seconds`` its duration; True if refitted."""
+        before = self._last_event.get(run)
+        if event_max is not None:
+            self._last_event[run] = event_max if before is None else max(before, event_max)
+        if terms is None or before is None or event_max is None or event_max <= before or batch_seconds < 0:
+            return False
+        self.samples.append(CpuSample(np.asarray(terms, dtype=float), (event_max - before) / unit_seconds, batch_seconds))
+        del self.samples[:-self.window]
+        self._new += 1
+        if self._new < self.refit_every:
+            return False
+        self._new = 0
+        try:
+            self.constants, self.learned, self.residual_seconds = fit_cpu(self.samples, self.constants)
+        except CalibrationError:
+            return False
+        return True
+
+
 def bytes_per_row(samples: Iterable[tuple[float, float]]) -> float | None:
     """Σ state bytes / Σ state rows over (bytes, rows) samples that hold rows; None without any."""
     total_bytes = total_rows = 0.0

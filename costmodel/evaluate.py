@@ -95,6 +95,31 @@ def spark_join(a: NodeEstimate, b: NodeEstimate, fed: tuple[bool, bool], sel: fl
     return out, cost
 
 
+def groups_in_window(node: Node, s: Stream, profile: str, k: CostConstants) -> float:
+    """An aggregation's group count: the constant, or its per-window model n(w) at the window its input has.
+
+    The window is recovered from the input's validity: a granularity
+    operator (the slide) shortened l by its g, so g is added back; under
+    ``spark`` l then is the held length l_h = w + D + T + d, and the window
+    w = l_h − (D + T + d) (as in ``spark_join``), up to a source granule.
+
+    Under ``spark`` the state holds one row per key and *live* window, and
+    the windows still open hold only the keys seen so far: a window of age a
+    holds n(min(a, w)) keys. Over live windows of ages spread evenly on
+    [0, l_h] that is on average n(w − w²/(2·l_h)) (n is linear), which is
+    the count used. A key set that does not drift (growth 0) is unaffected.
+    """
+    if node.group_growth is None:
+        return node.groups
+    if s.is_empty:
+        return max(1.0, node.groups)
+    held = s.l + s.g
+    w = max(held - retention_extra(profile, k, s.d), 0.0)
+    if profile == "spark" and held > 0:
+        w -= w * w / (2.0 * held)
+    return max(1.0, node.groups + node.group_growth * w)
+
+
 @dataclass(frozen=True)
 class NodeEstimate:
     """Output characteristics and resource use of one node."""
@@ -161,7 +186,8 @@ def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet, profile
         out, cost = f.granularity_output(s, node.g), f.granularity_cost(s, k)
     elif op == "aggregate":
         size = node.size or k.aggregate_size
-        out, cost = f.aggregate_output(s, node.groups), f.aggregate_cost(s, node.groups, size, k)
+        n = groups_in_window(node, s, profile, k)
+        out, cost = f.aggregate_output(s, n), f.aggregate_cost(s, n, size, k)
     elif op == "union":
         streams = [i.out for i in inputs]
         out = f.union_output(streams)

@@ -72,7 +72,10 @@ class Node:
     sel: float | None = None
     kind: str = "hash"
     buckets: tuple[float, float] | None = None
-    groups: int = 1
+    groups: float = 1
+    """A constant group count (whole ≥ 1), or the base of the per-window model when ``group_growth`` is set."""
+    group_growth: float | None = None
+    """New groups per time unit of window: groups(w) = groups + group_growth·w (``costmodel/inputs.py``)."""
     size: float | None = None
     heralds: HeraldEffect | None = None
     """What heralds save a select or a join (paper 002 §VII); None: no heralds."""
@@ -228,6 +231,20 @@ def _heralds(value: Any, where: str) -> HeraldEffect:
     return HeraldEffect(skip, partition, overhead)
 
 
+def _groups(value: Any, where: str) -> dict[str, Any]:
+    """A constant group count, or the per-window model {"base": n₀, "growth": new groups per time unit}."""
+    if not isinstance(value, Mapping):
+        return {"groups": _positive_int(value, where)}
+    if set(value) != {"base", "growth"}:
+        raise PlanError(f"{where}: a whole number ≥ 1, or {{\"base\": n, \"growth\": g}} (groups in a window "
+                        f"of size w: base + growth·w), got keys {sorted(value)}")
+    base, growth = (_number(value[key], f"{where}.{key}") for key in ("base", "growth"))
+    if not (0 <= base <= MAX_VALUE and 0 <= growth <= MAX_VALUE) or base + growth <= 0:
+        raise PlanError(f"{where}: base and growth must be numbers in [0, {MAX_VALUE:g}], not both 0; "
+                        f"got {base!r} and {growth!r}")
+    return {"groups": base, "group_growth": growth}
+
+
 class _Builder:
     """Walks the query trees, assigns ids, resolves refs and orders the DAG."""
 
@@ -375,7 +392,7 @@ class _Builder:
             if "buckets" in raw:
                 fields["buckets"] = self._buckets(raw["buckets"], where)
         if op == "aggregate" and "groups" in raw:
-            fields["groups"] = _positive_int(raw["groups"], f"{where}: groups")
+            fields.update(_groups(raw["groups"], f"{where}: groups"))
         if "size" in raw:
             fields["size"] = _positive(raw["size"], f"{where}: size")
         return Node(node_id, op, tuple(inputs), **fields)

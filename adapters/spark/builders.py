@@ -129,6 +129,41 @@ def windowed_count(spark: SparkSession, params: QueryParams) -> DataFrame:
 
 
 @genmig_hints("window.end")
+def drifting_count(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """Count per auction over a sliding window ``w``, auction ids drifting: written as a user would, no ``observe``.
+
+    Each of the source's ``keys`` slots runs one auction at a time, for
+    ``life_seconds`` (default 20), the slots' renewals staggered evenly; so
+    ``keys`` auctions are alive at any instant and keys/life new ones appear
+    per second, and a window of w seconds holds about keys·(1 + w/life)
+    auctions. With ``min_value`` a filter ``value > min_value`` comes first.
+    armd measures it all by itself (``instrument.py``).
+    """
+    stream = params.extra.get("stream") or _first_stream(params)
+    keys = int(params.extra["sources"][stream].get("keys", 1))
+    life = float(params.extra.get("life_seconds", 20.0))
+    df = synthetic(spark, params, stream).withWatermark("event_time", _delay(params))
+    if params.extra.get("min_value") is not None:
+        df = df.filter(F.col("value") > F.lit(float(params.extra["min_value"])))
+    epoch = F.floor((F.unix_micros("event_time") / 1e6 + F.col("key") * (life / keys)) / life)
+    df = df.withColumn("auction", epoch * keys + F.col("key"))
+    return df.groupBy(_window(params, "w", 10.0, 2.0), "auction").agg(F.count(F.lit(1)).alias("bids"))
+
+
+@genmig_hints("window.end")
+def union_count(spark: SparkSession, params: QueryParams) -> DataFrame:
+    """Count per key over a sliding window ``w`` of the union of every source (each with its watermark); no ``observe``."""
+    names = list(params.extra.get("sources") or {})
+    if len(names) < 2:
+        raise LookupError(f"union_count needs at least two sources in params.extra['sources'], has {names}")
+    sides = [synthetic(spark, params, name).withWatermark("event_time", _delay(params)) for name in names]
+    df = sides[0]
+    for side in sides[1:]:
+        df = df.unionByName(side)
+    return df.groupBy(_window(params, "w", 10.0, 2.0), "key").agg(F.count(F.lit(1)).alias("n"))
+
+
+@genmig_hints("window.end")
 def granular_average(spark: SparkSession, params: QueryParams) -> DataFrame:
     """Scalar average of ``value > threshold`` rows over a window ``w`` sliding by the granularity; filter node ``f``."""
     stream = params.extra.get("stream") or _first_stream(params)

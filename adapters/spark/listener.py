@@ -58,10 +58,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from pyspark.sql.streaming import StreamingQueryListener
 
 from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamStats
+from armd.costmodel.inputs import Smoothed, fit_group_model, per_row
 from armd.costmodel.measured import ArrivalPool, SelectivityCounts, WarmUp
 
 from .managed import NAME_SEPARATOR, armd_query_name
 from .observed import parse_observation_name
+from .sketches import GroupSketches
 from .source import offset_seconds, offset_stream
 
 
@@ -340,6 +342,8 @@ class SparkStats:
         *,
         streams: Mapping[str, Sequence[str]] | None = None,
         queries: Iterable[str] | None = None,
+        stateful: Callable[[str], Sequence[str]] | None = None,
+        smoothing: float = 0.3,
     ) -> None:
         if not time_unit_seconds > 0:
             raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
@@ -354,6 +358,17 @@ class SparkStats:
         self._warm_up = WarmUp()
         self.groups: dict[str, dict[str, int]] = {}
         """armd query → plan node → max distinct keys per batch in the last interval."""
+        self.stateful = stateful or (lambda query: ())
+        """armd query → labels of its stateful operators in the order of ``stateOperators`` (``Instrumented.stateful``)."""
+        self.join_validity: dict[str, dict[str, float]] = {}
+        """armd query → join node → l1 + l2 in seconds, for joins whose observations do not carry it (auto-inserted)."""
+        self._sketches = GroupSketches()
+        self._latest_run: dict[tuple[str, str], str] = {}
+        self._smoothed = Smoothed(smoothing)
+        self.group_models: dict[str, dict[str, tuple[float, float]]] = {}
+        """armd query → aggregation node → smoothed (base, growth) of its groups in a window of w seconds."""
+        self.bytes_per_row: dict[str, dict[str, float]] = {}
+        """armd query → stateful node → smoothed bytes per state row."""
 
     def observe(self, at: datetime) -> Observation:
         records = self.listener.since(self._seq)
@@ -362,6 +377,7 @@ class SparkStats:
         arrivals = ArrivalPool()
         counts: dict[str, SelectivityCounts] = {}
         self.groups = {}
+        state_samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
         batches = []
         for r in records:
             if r.query is None or (self.queries is not None and r.query not in self.queries):
@@ -383,6 +399,10 @@ class SparkStats:
             query_counts = counts.setdefault(r.query, SelectivityCounts())
             if warm:
                 query_counts.add_warm_batch(span)
+            labels = self.stateful(r.query)
+            for i, op in enumerate(r.state_operators):
+                label = labels[i] if i < len(labels) else f"{i}:{op.name}"
+                state_samples.setdefault((r.query, label), []).append((float(op.memory_bytes), float(op.rows_total)))
             for parsed, metrics in observed:
                 if parsed.kind in ("join", "pairs") and not warm:
                     continue
@@ -391,10 +411,17 @@ class SparkStats:
                 elif parsed.kind == "filter":
                     query_counts.add_filter(parsed.node, parsed.role, float(metrics.get("rows") or 0))
                 elif parsed.kind == "join":
-                    query_counts.add_join(parsed.node, parsed.role, float(metrics.get("rows") or 0), parsed.param)
-                elif parsed.kind == "groups" and metrics.get("groups") is not None:
-                    node_groups = self.groups.setdefault(r.query, {})
-                    node_groups[parsed.node] = max(node_groups.get(parsed.node, 0), int(metrics["groups"]))
+                    validity = parsed.param if parsed.param is not None else self.join_validity.get(r.query, {}).get(parsed.node)
+                    query_counts.add_join(parsed.node, parsed.role, float(metrics.get("rows") or 0),
+                                          validity if parsed.role == "out" else None)
+                elif parsed.kind == "groups":
+                    if metrics.get("groups") is not None:
+                        node_groups = self.groups.setdefault(r.query, {})
+                        node_groups[parsed.node] = max(node_groups.get(parsed.node, 0), int(metrics["groups"]))
+                    if metrics.get("sketch") is not None:
+                        self._sketches.add(r.run_id, parsed.node, span, metrics["sketch"])
+                        self._latest_run[(r.query, parsed.node)] = r.run_id
+        self._measured_inputs(state_samples)
         stream_stats = tuple(StreamStats(a.stream, a.rows, a.seconds, a.rate_per_second, a.d)
                              for a in arrivals.estimates(self.time_unit_seconds))
         names = sorted(self.queries) if self.queries is not None else sorted(
@@ -413,8 +440,22 @@ class SparkStats:
                 state_bytes=held[1] if held else None,
                 selectivities=sel,
                 pair_selectivities=pairs,
+                group_models=dict(self.group_models.get(name, {})),
+                bytes_per_row=dict(self.bytes_per_row.get(name, {})),
             ))
         return Observation(at, stream_stats, tuple(metrics), tuple(batches))
+
+    def _measured_inputs(self, state_samples: Mapping[tuple[str, str], list[tuple[float, float]]]) -> None:
+        """Fold the interval into the smoothed group models and bytes per row (``costmodel/inputs.py``)."""
+        for (query, node), samples in state_samples.items():
+            value = self._smoothed.update(f"bytes:{query}:{node}", per_row(samples))
+            if value is not None:
+                self.bytes_per_row.setdefault(query, {})[node] = value
+        for (query, node), run in self._latest_run.items():
+            model = self._smoothed.model(f"groups:{query}:{node}", fit_group_model(self._sketches.points(run, node)))
+            if model is not None:
+                self.group_models.setdefault(query, {})[node] = (model.base, model.growth)
+        self._latest_run.clear()
 
     def _source(self, r: ProgressRecord, i: int, source: SourceProgress) -> tuple[str | None, float | None]:
         stream = source.stream

@@ -121,6 +121,8 @@ class ManagedSpec:
     """Keyword arguments of ``DataStreamWriter.trigger``, e.g. ``{"processingTime": "1 second"}``; None: as fast as possible."""
     streams: tuple[str, ...] = ()
     """Stream name of each source in Spark's order; only needed for sources other than ``armd-synthetic``."""
+    instrument: bool = True
+    """Insert armd's measurements into the query's plan (``instrument.py``); users write no ``observe()``."""
 
     def __post_init__(self) -> None:
         if not self.name or NAME_SEPARATOR in self.name:
@@ -178,6 +180,8 @@ class ManagedQuery:
         self.writer: BatchWriter | None = None
         self.checkpoint: Path | None = None
         self.runs = 0
+        self.instrumented: Any = None
+        """The ``Instrumented`` of the current run's plan (None when not instrumented)."""
 
     @property
     def name(self) -> str:
@@ -232,6 +236,12 @@ class QueryManager:
                 known = ", ".join(sorted(self._queries)) or "none"
                 raise UnknownQuery(f"no managed query {name!r}; registered: {known}") from None
 
+    def stateful(self, name: str) -> tuple[str, ...]:
+        """Labels of the query's stateful operators in Spark's ``stateOperators`` order (empty when unknown)."""
+        managed = self._queries.get(name)
+        instrumented = managed.instrumented if managed is not None else None
+        return tuple(instrumented.stateful) if instrumented is not None and instrumented.error is None else ()
+
     def names(self) -> list[str]:
         with self._lock:
             return sorted(self._queries)
@@ -254,6 +264,11 @@ class QueryManager:
             df = load_builder(spec.builder)(self.spark, managed.params)
             if not getattr(df, "isStreaming", False):
                 raise TypeError(f"builder {spec.builder!r} of query {name!r} must return a streaming DataFrame")
+            if spec.instrument:
+                from .instrument import instrument
+
+                managed.instrumented = instrument(df)
+                df = managed.instrumented.frame
             if checkpoint is None:
                 checkpoint = self.checkpoint_root / name / f"v{managed.params.version:04d}-{uuid.uuid4().hex[:8]}"
             elif not (checkpoint / "offsets").is_dir():

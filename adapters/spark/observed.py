@@ -87,7 +87,11 @@ def observed_join(
 
 
 def observed_groups(df: DataFrame, node: str, *keys: str | Column) -> DataFrame:
-    """``df`` with its rows and (approximate) distinct grouping keys per batch observed, before an aggregation."""
+    """``df`` with its rows, (approximate) distinct grouping keys and a key sketch per batch observed, before an aggregation.
+
+    The sketch (``hll_sketch_agg``) lets ``SparkStats`` merge batches and fit the group model n(w), as for the
+    aggregations armd instruments itself (``instrument.py``).
+    """
     if not keys:
         raise ValueError(f"observed_groups({node!r}): give the grouping key column(s)")
     key = F.hash(*[F.col(k) if isinstance(k, str) else k for k in keys])
@@ -95,4 +99,5 @@ def observed_groups(df: DataFrame, node: str, *keys: str | Column) -> DataFrame:
         observation_name("groups", node, "in"),
         F.count(F.lit(1)).alias("rows"),
         F.approx_count_distinct(key).alias("groups"),
+        F.hll_sketch_agg(key).alias("sketch"),
     )

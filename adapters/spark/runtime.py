@@ -58,7 +58,7 @@ class SparkRuntime:
         if on_terminated is not None:
             listener.add_termination_hook(on_terminated)
         manager = QueryManager(spark, checkpoint_root)
-        stats = SparkStats(listener, time_unit_seconds, streams=streams, queries=queries)
+        stats = SparkStats(listener, time_unit_seconds, streams=streams, queries=queries, stateful=manager.stateful)
         applier: NaiveRestartApplier | GenMigApplier
         if migration == "genmig":
             applier = GenMigApplier(manager, listener, time_unit_seconds, on_transition=on_transition, log=log,

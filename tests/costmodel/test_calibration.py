@@ -88,3 +88,29 @@ def test_unusable_samples_are_clear_errors(samples, message):
 def test_bytes_per_row_ignores_empty_state():
     assert bytes_per_row([(0.0, 0.0)]) is None
     assert bytes_per_row([(100.0, 4.0), (300.0, 4.0)]) == 50.0
+
+
+def test_online_fit_learns_the_constants_batch_by_batch_and_follows_a_change() -> None:
+    """Batches whose durations are exactly Σ C·term·span with known C: refitted every 10, on the last 40 only
+    (the last refit, after batch 80, sees only batches after the change)."""
+    from armd.costmodel.calibration import OnlineCpuFit
+
+    rng = np.random.default_rng(5)
+    fit = OnlineCpuFit(window=40, refit_every=10)
+    truth = np.zeros(len(CPU_CONSTANTS))
+    truth[CPU_CONSTANTS.index("C_H")], truth[CPU_CONSTANTS.index("C_U")] = 2e-6, 5e-6
+    t, refits = 0.0, 0
+    for i in range(81):
+        if i == 40:
+            truth[CPU_CONSTANTS.index("C_H")] = 4e-6  # the engine got slower at hashing
+        terms = np.zeros(len(CPU_CONSTANTS))
+        terms[CPU_CONSTANTS.index("C_H")], terms[CPU_CONSTANTS.index("C_U")] = rng.uniform(50, 150), rng.uniform(10, 90)
+        span = rng.uniform(0.5, 1.5)
+        t += span
+        refits += fit.add(terms, "run", t, float(terms @ truth * span), 1.0)
+        if i == 39:
+            assert fit.constants.C_H == pytest.approx(2e-6, rel=1e-6)
+    assert refits == 8  # every 10 samples; the first batch of the run only sets where the next one starts
+    assert fit.constants.C_H == pytest.approx(4e-6, rel=1e-6) and fit.constants.C_U == pytest.approx(5e-6, rel=1e-6)
+    assert set(fit.learned) == {"C_H", "C_U"} and len(fit.samples) == 40
+    assert not fit.add(terms, "run", t - 1.0, 0.1, 1.0)  # no newer event time: nothing learnt

@@ -319,7 +319,7 @@ def test_the_documented_file_loads(tmp_path):
     (tmp_path / "plans").mkdir()
     (tmp_path / "plans" / "example.json").write_text((ROOT / "config" / "plans" / "example.json").read_text())
     config = load_config(write(tmp_path, text), environ={"ARMD_WEBHOOK_SECRET": "hmac-key"})
-    assert [hook.kind for hook in config.alerts] == ["webhook", "command", "log"]
+    assert [hook.kind for hook in config.alerts] == ["webhook", "alertmanager", "command", "log"]
     assert config.secrets == {"hmac-key"}
 
 
