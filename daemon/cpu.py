@@ -23,16 +23,20 @@ def busy_fractions(batches: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
     A query needs two batches or more (one batch has no span to divide by).
     """
-    by_query: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
-    for b in batches:
-        if b.get("at") is not None and b.get("batch_ms") is not None:
-            by_query[b["query"]].append((b["at"], float(b["batch_ms"]) / 1000.0))
     result = {}
-    for query, rows in by_query.items():
+    for query, rows in batch_seconds(batches).items():
         if len(rows) < 2:
             continue
-        rows.sort()
         span = (rows[-1][0] - rows[0][0]).total_seconds() + rows[0][1]
         if span > 0:
             result[query] = sum(seconds for _, seconds in rows) / span
     return result
+
+
+def batch_seconds(batches: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[datetime, float]]]:
+    """Per query, (when, seconds) of each micro-batch that has both, in time order."""
+    by_query: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
+    for b in batches:
+        if b.get("at") is not None and b.get("batch_ms") is not None:
+            by_query[b["query"]].append((b["at"], float(b["batch_ms"]) / 1000.0))
+    return {query: sorted(rows) for query, rows in by_query.items()}

@@ -27,6 +27,7 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from armd.policies.problem import Bounds  # noqa: E402
 
+from .cpu import batch_seconds  # noqa: E402
 from .units import format_size  # noqa: E402
 
 Series = dict[str, tuple[list[datetime], list[float]]]
@@ -207,13 +208,8 @@ def plot_cpu(series: Mapping[str, Sequence[Mapping[str, Any]]], bounds: Bounds, 
 
 def measured_busy(batches: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[datetime], list[float]]]:
     """Per query, at each batch after the first: its duration over the wall time since the batch before."""
-    by_query: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
-    for b in batches:
-        if b.get("at") is not None and b.get("batch_ms") is not None:
-            by_query[b["query"]].append((b["at"], float(b["batch_ms"]) / 1000.0))
     result = {}
-    for query, rows in by_query.items():
-        rows.sort()
+    for query, rows in batch_seconds(batches).items():
         points = [(t, seconds / (t - before).total_seconds()) for (before, _), (t, seconds) in zip(rows, rows[1:])
                   if t > before]
         if points:
