@@ -76,6 +76,9 @@ BATCH = 2.0
 DELAY = 2.0
 KEYS = 5
 MIGRATE_AT = 12.0
+TIME_UNIT = 0.001
+"""Seconds of the "+1 time unit" in T_split (Algorithm 1's discrete validity): the resolution event times are
+counted in — the daemon's default model unit, milliseconds, at or above every source's timestamp resolution here."""
 """Event time (seconds of the stream) the old run's watermark has passed when the migration starts."""
 BUILDERS = "armd.adapters.spark.builders:"
 
@@ -316,7 +319,7 @@ def migrate(listener: ProgressListener, manager: QueryManager, sink: MemorySink,
         writer.start()
     manager.register(ManagedSpec(name, scenario.builder, sink, scenario.params(scenario.old, start, where), trigger=scenario.trigger))
     transitions: list = []
-    applier = GenMigApplier(manager, listener, 1.0, on_transition=transitions.append)
+    applier = GenMigApplier(manager, listener, TIME_UNIT, on_transition=transitions.append)
     manager.start(name)
     if not listener.wait_for(lambda: (r := listener.latest(name)) is not None and r.watermark is not None
                              and r.watermark.timestamp() >= start + MIGRATE_AT, 120):
