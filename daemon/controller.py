@@ -35,6 +35,7 @@ from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, n
 from armd.control import feedback
 from armd.control.feedback import FeedbackState
 from armd.control.errors import TemporaryError
+from armd.control.measured import STATEFUL_OPS
 from armd.control.model import build_model, memory_of
 from armd.control.outbox import Outbox
 from armd.control.ports import (AlertSink, Applier, DesiredSettings, EventRecord, JoinOrders, LiveApplier, QuerySettings,
@@ -87,7 +88,7 @@ class Controller:
         self.metrics.node_names = self.labels
         orders, _unreadable = self._read_orders()
         self.model = build_model(self.setup, self.state.selectivities.smoothed, orders_for_model(orders, self.desired),
-                                 self.state.pair_selectivities)
+                                 self.state.pair_selectivities, self.state.measured)
         self.metrics.bounds(config.bounds.memory, config.bounds.cpu)
 
     def reload(self, config: Config) -> None:
@@ -97,7 +98,8 @@ class Controller:
         self.changes |= Changes(queries=queries_changed, bounds=old.bounds != config.bounds)
         self.state = self.state.reconfigured(
             trigger_rules(config), {n for n, node in config.plan.nodes.items() if node.sel is not None},
-            {q for q, m in config.managed.items() if m.join_order is not None}, keep_policy_state=old.policy == config.policy)
+            {q for q, m in config.managed.items() if m.join_order is not None}, keep_policy_state=old.policy == config.policy,
+            stateful={n for n, node in config.plan.nodes.items() if node.op in STATEFUL_OPS})
         if old.plan != config.plan:  # the ratios measured what the old plan's estimates missed
             self.state = replace(self.state, feedback=FeedbackState())
         self._install(config)
