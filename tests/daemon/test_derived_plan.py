@@ -61,7 +61,9 @@ def test_without_a_plan_file_the_plan_is_derived_and_an_underivable_query_runs_u
     assert set(config.unmanaged) == {"running"} and "FlatMapGroupsInPandasWithState" in config.unmanaged["running"]
     assert config.plan.nodes["per_key.w"].w == 20 and config.plan.nodes["per_key.w.g"].g == 20
     assert config.plan.nodes["matches.j"].op == "join" and config.plan.nodes["matches.w"].w == 5
-    assert config.managed["per_key"].nodes == {"w": "per_key.w"}  # the builder's names → derived ids
+    # the builder's names and armd's measurement labels (instrument.py) → derived ids: SparkStats.node_id maps by it
+    assert config.managed["per_key"].nodes == {"w": "per_key.w", "agg1": "per_key.agg1"}
+    assert config.plan.nodes["per_key.agg1"].op == "aggregate"
     assert config.managed["matches"].nodes == {"j": "matches.j", "w": "matches.w"}
     assert config.qos["per_key"].windows == {"per_key.w": (5.0, 60.0)}
     assert config.plan_doc["constants"]["watermark_delay"] == 2 and config.plan_doc["constants"]["trigger_interval"] == 5
@@ -145,5 +147,5 @@ def test_the_derived_example_configuration_loads(spark) -> None:  # noqa: F811
 
     config = load_config(REPO / "config" / "armd-derived.toml", environ={})
     assert set(config.plan.queries) == {"clicks_per_key", "big_click_average", "clicks_with_orders"} and not config.unmanaged
-    assert config.managed["big_click_average"].nodes == {"f": "big_click_average.f", "w": "big_click_average.w"}
+    assert config.managed["big_click_average"].nodes.items() >= {"f": "big_click_average.f", "w": "big_click_average.w"}.items()
     assert config.plan.nodes["clicks_with_orders.j"].op == "join"
