@@ -46,6 +46,7 @@ from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, de
 
 from . import feedback
 from .forecasting import forecast_d
+from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, fractions_of, key_match, longest_window, same_settings,
                     settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
@@ -94,15 +95,18 @@ class CycleState:
     """Measured / estimated ratios per query and what the last decision promised (``control/feedback.py``)."""
     history: RateHistory = field(default_factory=RateHistory)
     """The last observed rates per stream, for the forecast (kept only while forecasting is on)."""
+    measured: MeasuredInputs = field(default_factory=MeasuredInputs)
+    """Measured group models and bytes per state row per plan node, and those the model is built with."""
 
     def admitted(self, model: Model) -> list[str]:
         """The active queries, in the model's order."""
         return [q for q in model.full.queries if self.status.get(q) == "active"]
 
     def reconfigured(self, rules: TriggerRules, nodes: Collection[str], joins: Collection[str],
-                     keep_policy_state: bool) -> CycleState:
-        """After a reload: the smoothing rules given, measurements kept only for the plan ``nodes`` and JISC ``joins`` still
-        configured, the policy's state only when the policy is the same."""
+                     keep_policy_state: bool, stateful: Collection[str] = ()) -> CycleState:
+        """After a reload: the smoothing rules given, measurements kept only for the plan ``nodes`` (selectivities),
+        ``stateful`` nodes (group models, bytes per row) and JISC ``joins`` still configured, the policy's state only when
+        the policy is the same."""
         sels = self.selectivities
         return replace(
             self, policy_state=self.policy_state if keep_policy_state else None,
@@ -110,7 +114,8 @@ class CycleState:
             selectivities=replace(RateTracker.of(rules), smoothed={n: v for n, v in sels.smoothed.items() if n in nodes},
                                   decided={n: v for n, v in sels.decided.items() if n in nodes}),
             pair_selectivities={q: replace(t, threshold=rules.threshold, window_seconds=rules.window_seconds)
-                                for q, t in self.pair_selectivities.items() if q in joins})
+                                for q, t in self.pair_selectivities.items() if q in joins},
+            measured=self.measured.kept(stateful, rules.threshold))
 
 
 @dataclass(frozen=True)
@@ -192,7 +197,7 @@ class Tick:
 
 
 def initial_state(rules: TriggerRules) -> CycleState:
-    return CycleState(ArrivalTracker(rules), RateTracker.of(rules))
+    return CycleState(ArrivalTracker(rules), RateTracker.of(rules), measured=MeasuredInputs(rules.threshold))
 
 
 def orders_for_model(orders: Mapping[str, tuple[int, Any]], desired: Mapping[str, DesiredSettings]) -> dict[str, Any]:
@@ -255,8 +260,9 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             settled=all(q in steady for q in measured), rows=_rows(observation, measured))
         state = replace(state, feedback=loop)
         events += checked
+    inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
-                    watch=watch, history=history)
+                    watch=watch, history=history, measured=inputs)
     return Observed(state, rows, measured, events)
 
 
@@ -294,11 +300,15 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
         state = replace(state, selectivities=state.selectivities.decide_with())
         listed = ", ".join(f"{n}={state.selectivities.smoothed[n]:.3g}" for n in sorted(moved)[:5])
         trigger = trigger or f"measured selectivity of {len(moved)} node(s) moved past the threshold: {listed}"
+    inputs = state.measured.drifted()
+    if inputs:
+        state = replace(state, measured=state.measured.decide_with())
+        trigger = trigger or f"measured inputs moved past the threshold: {', '.join(sorted(inputs)[:5])}"
     orders = orders_for_model(snapshot.orders, snapshot.desired)
     if not setup.rails.dry_run:
         orders.update({c.query: c.new for c in proposals})
-    if moved or orders != dict(model.orders):
-        model = build_model(setup, state.selectivities.smoothed, orders, state.pair_selectivities)
+    if moved or inputs or orders != dict(model.orders):
+        model = build_model(setup, state.selectivities.smoothed, orders, state.pair_selectivities, state.measured)
         changes |= Changes(model=True)
     if proposals:
         trigger = trigger or f"join order of {', '.join(repr(c.query) for c in proposals)} changed"
@@ -449,7 +459,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         feedback={"enabled": setup.feedback.enabled, "factors": feedback.as_json(problem),
                   "measured_memory_bytes": state.feedback.measured_total, "held_bytes": held})
     record = replace(record, outputs={**record.outputs, "migration_cost": json_safe({q: p.as_json() for q, p in priced.items()}),
-                                      "forecast": json_safe(forecasts)})
+                                      "forecast": json_safe(forecasts), "measured_inputs": state.measured.as_json()})
     estimates = [EstimateRow(q, memory[q], float(guarded.outcome.query_cpu[i])) for i, q in enumerate(problem.queries)]
     estimates.append(EstimateRow(None, float(guarded.outcome.total_memory), float(guarded.outcome.total_cpu)))
     orders = orders_for_model(snapshot.orders, snapshot.desired)

@@ -7,7 +7,8 @@ rebuilt in the order it runs), which queries a problem covers, what settings
 a pair of fraction vectors means — and each answer must be computed in one
 place, once per change of its inputs, not once per caller. ``Setup`` is the
 part the configuration fixes (rebuilt on a reload); ``Model`` is rebuilt
-when a measured selectivity or a join order moves. Pure: no clock, no IO.
+when a measured selectivity, group model, bytes per row or a join order
+moves. Pure: no clock, no IO.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from armd.policies.problem import Bounds, Problem
 from armd.policies.triggers import ArrivalTracker, RateTracker
 
 from .feedback import FeedbackRules
+from .measured import MeasuredInputs
 from .ports import EstimateRow, QuerySettings
 
 
@@ -107,8 +109,9 @@ class Model:
 
 
 def build_model(setup: Setup, selectivities: Mapping[str, float], orders: Mapping[str, Any],
-                pair_selectivities: Mapping[str, RateTracker]) -> Model:
-    """The plan with the smoothed measured ``selectivities`` in place of the plan's and each JISC join in its ``orders``."""
+                pair_selectivities: Mapping[str, RateTracker], measured: MeasuredInputs | None = None) -> Model:
+    """The plan with the smoothed measured ``selectivities`` in place of the plan's, each JISC join in its ``orders``
+    and the ``measured`` group models and bytes per state row (``control/measured.py``) in place of the declared ones."""
     plan = setup.plan
     if selectivities:
         nodes = {node_id: replace(node, sel=min(1.0, selectivities[node_id])) if node_id in selectivities else node
@@ -116,6 +119,8 @@ def build_model(setup: Setup, selectivities: Mapping[str, float], orders: Mappin
         plan = replace(plan, nodes=nodes)
     for query, order in orders.items():
         plan = plan_in_order(plan, query, order, *key_match(setup.plan, query, selectivities, pair_selectivities.get(query)))
+    if measured is not None:
+        plan = measured.apply(plan, setup.time_unit_seconds)
     full = Problem(plan, setup.qos, profile=setup.profile)
     names = tuple(full.batch.stream_names)
     return Model(full, names, np.array([setup.plan.streams[s].d for s in names], dtype=float), dict(orders))

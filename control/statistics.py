@@ -19,6 +19,8 @@ query ``state_rows``      absent, or a whole number ≥ 0 (an empty window holds
 query ``state_bytes``     absent, or finite and ≥ 0; > 0 when ``state_rows`` > 0
 query selectivities       finite, in (0, 1] (docs/cost-model.md: formulas (1), (2))
 query pair selectivities  finite, in (0, 1] (the fraction of key pairs that match)
+query bytes per row       finite, > 0 per node (memoryUsedBytes / numRowsTotal)
+query group models        per node a pair (base, growth), both finite and ≥ 0 (n(w) = base + growth·w)
 ========================  ==============================================================
 
 A stream with any value outside its domain is dropped from the observation
@@ -80,6 +82,8 @@ FINITE_AT_LEAST_0: tuple[Check, str] = (lambda v: _number(v) and math.isfinite(v
 FINITE_POSITIVE: tuple[Check, str] = (lambda v: _number(v) and math.isfinite(v) and v > 0, "finite and > 0")
 POSITIVE_OR_INF: tuple[Check, str] = (lambda v: _number(v) and v > 0, "> 0 (inf when nothing arrived)")
 FRACTION: tuple[Check, str] = (lambda v: _number(v) and 0 < v <= 1, "in (0, 1]")
+GROUP_MODEL: tuple[Check, str] = (lambda v: isinstance(v, (tuple, list)) and len(v) == 2 and all(FINITE_AT_LEAST_0[0](x) for x in v),
+                                  "(base, growth), both finite and ≥ 0")
 
 
 def screen(observation: Observation) -> Screened:
@@ -144,6 +148,12 @@ def _query(q: QueryMetrics) -> tuple[list[Rejection], QueryMetrics]:
         kept = {key: value for key, value in values.items() if not bad(f"{field}.{key}", value, FRACTION)}
         if len(kept) != len(values):
             changes[field] = kept
+    per_row = {key: value for key, value in q.bytes_per_row.items() if not bad(f"bytes_per_row.{key}", value, FINITE_POSITIVE)}
+    if len(per_row) != len(q.bytes_per_row):
+        changes["bytes_per_row"] = per_row
+    groups = {key: model for key, model in q.group_models.items() if not bad(f"group_models.{key}", model, GROUP_MODEL)}
+    if len(groups) != len(q.group_models):
+        changes["group_models"] = groups
     return out, (replace(q, **changes) if changes else q)
 
 

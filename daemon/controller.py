@@ -35,6 +35,8 @@ from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, n
 from armd.control import feedback
 from armd.control.feedback import FeedbackState
 from armd.control.errors import TemporaryError
+from armd.control.cpu_fit import CpuRefit, cpu_terms_now
+from armd.control.measured import STATEFUL_OPS
 from armd.control.model import build_model, memory_of
 from armd.control.outbox import Outbox
 from armd.control.ports import (AlertSink, Applier, DesiredSettings, EventRecord, JoinOrders, LiveApplier, QuerySettings,
@@ -70,6 +72,7 @@ class Controller:
         self.changes = Changes(queries=True)
         """What moved since the last decision; the next decision step hands it to the cycle."""
         self.state = initial_state(trigger_rules(config))
+        self.cpu_refit: CpuRefit | None = None
         self.desired: dict[str, DesiredSettings] = self._read("read_desired", "desired_settings")
         self._install(config)
         self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
@@ -83,12 +86,22 @@ class Controller:
         """Take ``config``: the cycle's setup and the cost model rebuilt with the measurements so far."""
         self.config = config
         self.setup = setup_of(config, join_orders=self.join_orders is not None)
+        if not config.model.cpu_refit:
+            self.cpu_refit = None
+        elif self.cpu_refit is None:
+            self.cpu_refit = CpuRefit(config.plan.constants)
         self.labels = node_labels(config.plan)
         self.metrics.node_names = self.labels
+        self._rebuild()
+        self.metrics.bounds(config.bounds.memory, config.bounds.cpu)
+
+    def _rebuild(self) -> None:
+        """The cost model of the setup with the measurements so far (and the CPU constants refitted online, if any)."""
+        if self.cpu_refit is not None and self.cpu_refit.constants is not None:
+            self.setup = replace(self.setup, plan=replace(self.setup.plan, constants=self.cpu_refit.constants))
         orders, _unreadable = self._read_orders()
         self.model = build_model(self.setup, self.state.selectivities.smoothed, orders_for_model(orders, self.desired),
-                                 self.state.pair_selectivities)
-        self.metrics.bounds(config.bounds.memory, config.bounds.cpu)
+                                 self.state.pair_selectivities, self.state.measured)
 
     def reload(self, config: Config) -> None:
         """Switch to a new, already validated configuration."""
@@ -97,7 +110,8 @@ class Controller:
         self.changes |= Changes(queries=queries_changed, bounds=old.bounds != config.bounds)
         self.state = self.state.reconfigured(
             trigger_rules(config), {n for n, node in config.plan.nodes.items() if node.sel is not None},
-            {q for q, m in config.managed.items() if m.join_order is not None}, keep_policy_state=old.policy == config.policy)
+            {q for q, m in config.managed.items() if m.join_order is not None}, keep_policy_state=old.policy == config.policy,
+            stateful={n for n, node in config.plan.nodes.items() if node.op in STATEFUL_OPS})
         if old.plan != config.plan:  # the ratios measured what the old plan's estimates missed
             self.state = replace(self.state, feedback=FeedbackState())
         self._install(config)
@@ -198,6 +212,18 @@ class Controller:
         if observed.measured:
             self.metrics.measured(observed.measured)
         for event in observed.events:
+            self._raise(event)
+        if self.cpu_refit is not None and observation.batches:
+            self._refit_cpu(observation.batches, at)
+
+    def _refit_cpu(self, batches: Any, at: datetime) -> None:
+        """Feed the batches to the online CPU fit; a good refit goes into the model (``control/cpu_fit.py``)."""
+        assert self.cpu_refit is not None
+        event = self.cpu_refit.feed(cpu_terms_now(self.model, self.state.rates, self.setup.profile), batches,
+                                    self.config.model.time_unit_seconds, at)
+        if event is not None:
+            self._rebuild()
+            self.changes |= Changes(model=True)
             self._raise(event)
 
     def decide(self) -> None:

@@ -97,6 +97,7 @@ def spark_runtime(config: Config, start: datetime, log: Any, on_event: Callable[
         streams={query: managed.streams for query, managed in config.managed.items() if managed.streams},
         on_event=on_event, on_terminated=lambda t: on_failure(t.query or t.spark_name or t.id, t.exception or t.error_class or "unknown error"),
         log=log, migration=spark.migration, on_transition=on_transition, migration_timeout_seconds=spark.migration_timeout_seconds,
+        nodes={query: dict(managed.nodes) for query, managed in config.managed.items()},
     )
     for query, managed in config.managed.items():
         if query in config.unmanaged:  # its plan could not be derived: every stream offered, as when deriving

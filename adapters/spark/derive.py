@@ -126,11 +126,21 @@ class RecordingParams(QueryParams):
 
 def derive_builder(spark: Any, builder: str, query: str, params: QueryParams | None = None, *,
                    trigger_seconds: float | None = None, time_unit_seconds: float = 1.0,
-                   streams: Sequence[str] = ()) -> Derivation:
-    """Build ``builder(spark, params)`` (not started) and derive its plan; ``DerivationError`` if unsupported."""
+                   streams: Sequence[str] = (), instrumented: bool = True) -> Derivation:
+    """Build ``builder(spark, params)`` (not started) and derive its plan; ``DerivationError`` if unsupported.
+
+    ``instrumented``: derive the query as ``QueryManager`` runs it, with armd's
+    measurements inserted (``instrument.py``), so node ids carry the labels
+    the measurements arrive under (``QUERY.agg1``) and ``Derivation.nodes``
+    maps each label to its id (``SparkStats.node_id``).
+    """
     base = params or QueryParams()
     recording = RecordingParams(base.windows, base.slides, base.granularity, base.join_order, base.version, base.extra)
     df = load_builder(builder)(spark, recording)
+    if instrumented:
+        from .instrument import instrument
+
+        df = instrument(df).frame  # a plan armd cannot instrument runs, and is derived, as built
     if trigger_seconds is None and base.extra.get("trigger_seconds") is not None:
         trigger_seconds = float(base.extra["trigger_seconds"])
     return derive(df, query, trigger_seconds=trigger_seconds, time_unit_seconds=time_unit_seconds, streams=streams,

@@ -344,6 +344,7 @@ class SparkStats:
         queries: Iterable[str] | None = None,
         stateful: Callable[[str], Sequence[str]] | None = None,
         smoothing: float = 0.3,
+        nodes: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         if not time_unit_seconds > 0:
             raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
@@ -369,6 +370,8 @@ class SparkStats:
         """armd query → aggregation node → smoothed (base, growth) of its groups in a window of w seconds."""
         self.bytes_per_row: dict[str, dict[str, float]] = {}
         """armd query → stateful node → smoothed bytes per state row."""
+        self.nodes = {q: dict(m) for q, m in (nodes or {}).items()}
+        """armd query → observation label → plan node id (``node_id``)."""
 
     def observe(self, at: datetime) -> Observation:
         records = self.listener.since(self._seq)
@@ -438,12 +441,28 @@ class SparkStats:
                 name,
                 state_rows=held[0] if held else None,
                 state_bytes=held[1] if held else None,
-                selectivities=sel,
+                selectivities=self._by_node(name, sel),
                 pair_selectivities=pairs,
-                group_models=dict(self.group_models.get(name, {})),
-                bytes_per_row=dict(self.bytes_per_row.get(name, {})),
+                group_models=self._by_node(name, self.group_models.get(name, {})),
+                bytes_per_row=self._by_node(name, self.bytes_per_row.get(name, {})),
             ))
         return Observation(at, stream_stats, tuple(metrics), tuple(batches))
+
+    def node_id(self, query: str, label: str) -> str:
+        """The plan node a measurement of ``query`` labelled ``label`` belongs to: the one mapping of labels to ids.
+
+        Labels are what an observation is named by: armd's own (``f1``,
+        ``agg1``: ``instrument.py``) or a builder's (``params.node(name)``,
+        already a plan node id when the daemon gave the builder its map).
+        ``[managed.NAME] nodes`` maps them; a derived plan's map holds every
+        label of the instrumented query (``Derivation.nodes``), so its
+        measurements arrive under ``QUERY.LABEL``. A label the map does not
+        name stays as it is (a plan file without that node ignores it).
+        """
+        return self.nodes.get(query, {}).get(label, label)
+
+    def _by_node(self, query: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        return {self.node_id(query, label): value for label, value in values.items()}
 
     def _measured_inputs(self, state_samples: Mapping[tuple[str, str], list[tuple[float, float]]]) -> None:
         """Fold the interval into the smoothed group models and bytes per row (``costmodel/inputs.py``)."""

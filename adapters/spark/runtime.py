@@ -51,14 +51,19 @@ class SparkRuntime:
         migration: str = "genmig",
         on_transition: Callable[[Migration], None] | None = None,
         migration_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        nodes: Mapping[str, Mapping[str, str]] | None = None,
     ) -> "SparkRuntime":
-        """Everything the daemon needs; ``[spark]`` of the configuration gives master, app_name and conf."""
+        """Everything the daemon needs; ``[spark]`` of the configuration gives master, app_name and conf.
+
+        ``nodes``: per query, observation label → plan node id (``[managed.NAME] nodes``; ``SparkStats.node_id``).
+        """
         spark = build_session(master, app_name, conf, state_store=state_store)
         listener = ProgressListener().attach(spark)
         if on_terminated is not None:
             listener.add_termination_hook(on_terminated)
         manager = QueryManager(spark, checkpoint_root)
-        stats = SparkStats(listener, time_unit_seconds, streams=streams, queries=queries, stateful=manager.stateful)
+        stats = SparkStats(listener, time_unit_seconds, streams=streams, queries=queries, stateful=manager.stateful,
+                           nodes=nodes)
         applier: NaiveRestartApplier | GenMigApplier
         if migration == "genmig":
             applier = GenMigApplier(manager, listener, time_unit_seconds, on_transition=on_transition, log=log,

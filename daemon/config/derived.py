@@ -2,7 +2,9 @@
 
 With ``source.kind = "spark"`` and a builder for every query, armd reads
 each query's analyzed plan from Spark (``armd.adapters.spark.derive``) and
-builds the plan from them; a ``[plan]`` remains an override. Deriving needs
+builds the plan from them; a ``[plan]`` remains an override. The model's
+time unit must be a millisecond or finer (Spark's event time is in ms, and
+formula 7 stretches every window by one unit). Deriving needs
 a Spark session, so ``check-config`` starts one too (the session is reused
 by the daemon): what it accepts is what the daemon runs.
 
@@ -27,6 +29,9 @@ from .reader import Table
 from .sections import ManagedQueryConfig, ModelConfig, SparkConfig
 
 BUILDER_KEYS = ("builder", "trigger_seconds", "watermark_delay_seconds")
+
+FINEST_SPARK_SECONDS = 0.001
+"""Spark's event time is in milliseconds: the coarsest model time unit a derived plan may use."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,13 @@ def derive_plan(top: Table, model: ModelConfig, spark: SparkConfig) -> DerivedPl
     from armd.adapters.spark.derive import DerivationError, derive_builder, plan_document
     from armd.adapters.spark.session import build_session
 
+    if model.time_unit_seconds > FINEST_SPARK_SECONDS:
+        # Formula 7 gives a window's elements w + 1 time units of validity: in seconds every window would be
+        # estimated a second longer than Spark keeps it (a 2 s window 50 % too large).
+        raise top.error(("model", "time_unit_seconds"), f"{model.time_unit_seconds:g} s is too coarse for a plan derived "
+                        "from Spark: the model adds one time unit to every window, so windows would be estimated up to a "
+                        f"unit longer than Spark keeps them; allowed: {FINEST_SPARK_SECONDS:g} s (the default) or finer "
+                        "(remove the key), or give a [plan] file")
     sources = synthetic_sources(top)
     session = build_session(spark.master, spark.app_name, spark.conf, state_store=spark.state_store)
     derivations: dict[str, Any] = {}

@@ -100,7 +100,7 @@ def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkC
         if "join_order" in t.raw:
             raise t.error(("join_order",), "a query whose plan cannot be derived runs unmanaged: armd changes no join order")
         return ManagedQueryConfig(**t.read(ManagedQueryConfig, sink=_sink(name, t), nodes={}, params=dict(t.mapping("params")),
-                                           streams=(), join_order=None))
+                                           streams=(), sources={}, join_order=None))
     own = plan.query_nodes(name)
     for alias, node in nodes.items():
         if not isinstance(node, str) or node not in own:

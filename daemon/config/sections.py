@@ -129,6 +129,9 @@ class ModelConfig:
     calibration: str | None = setting(None, doc="A file written by ``armd calibrate`` (relative to the "
                                       "configuration's folder): its learned CPU constants and bytes per state row "
                                       "replace the plan's.")
+    cpu_refit: bool = setting(False, doc="Refit the CPU constants online from the engine's batch durations and decide "
+                              "on them once a fit explains the batches (event ``cpu_constants_refitted``); CPU estimates "
+                              "and ``bounds.cpu`` are then seconds of processing per time unit, as after ``armd calibrate``.")
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,10 @@ def test_a_stream_with_a_value_outside_its_domain_is_dropped_and_named(changes, 
     (QueryMetrics("q", state_rows=3, state_bytes=math.inf), "state_bytes"),
     (QueryMetrics("q", state_rows=3, state_bytes=0), "state_bytes"),  # rows held in no bytes
     (QueryMetrics("q", state_rows=3, state_bytes=-1), "state_bytes"),
+    (QueryMetrics("q", bytes_per_row={"agg": math.nan}), "bytes_per_row.agg"),
+    (QueryMetrics("q", bytes_per_row={"agg": 0.0}), "bytes_per_row.agg"),
+    (QueryMetrics("q", group_models={"agg": (5.0, -1.0)}), "group_models.agg"),
+    (QueryMetrics("q", group_models={"agg": (math.inf, 0.0)}), "group_models.agg"),
 ])
 def test_a_query_value_outside_its_domain_is_taken_out_the_rest_kept(metrics, field) -> None:
     screened = screen(Observation(AT, (stream(),), (metrics,)))
@@ -62,6 +66,7 @@ def test_a_query_value_outside_its_domain_is_taken_out_the_rest_kept(metrics, fi
     assert (rejection.subject, rejection.name, rejection.field) == ("query", "q", field)
     [kept] = screened.observation.queries
     assert set(kept.selectivities) <= {"g"} and set(kept.pair_selectivities) <= {"b,c"}
+    assert not kept.bytes_per_row and not kept.group_models
     assert all(v is None or (math.isfinite(v) and v >= 0) for v in (kept.state_rows, kept.state_bytes))
     assert screened.observation.streams == (stream(),)
 

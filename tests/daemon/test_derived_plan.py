@@ -12,12 +12,9 @@ from armd.daemon.cli import main
 from armd.daemon.config import ConfigError, load_config
 
 CONFIG = """
-[model]
-time_unit_seconds = 1
-
 [bounds]
 memory_bytes = 1e6
-cpu = 100
+cpu = 0.1
 
 [source]
 kind = "spark"
@@ -45,7 +42,7 @@ watermark_delay_seconds = 1
 builder = "support.derive_builders:stateful"
 
 [queries.per_key]
-windows = { "per_key.w" = [5, 60] }
+windows = { "per_key.w" = ["5s", "60s"] }
 """
 
 
@@ -59,14 +56,25 @@ def test_without_a_plan_file_the_plan_is_derived_and_an_underivable_query_runs_u
     config = load_config(write(tmp_path, CONFIG), environ={})
     assert set(config.plan.queries) == {"per_key", "matches"}
     assert set(config.unmanaged) == {"running"} and "FlatMapGroupsInPandasWithState" in config.unmanaged["running"]
-    assert config.plan.nodes["per_key.w"].w == 20 and config.plan.nodes["per_key.w.g"].g == 20
-    assert config.plan.nodes["matches.j"].op == "join" and config.plan.nodes["matches.w"].w == 5
-    assert config.managed["per_key"].nodes == {"w": "per_key.w"}  # the builder's names → derived ids
+    assert config.plan.nodes["per_key.w"].w == 20_000 and config.plan.nodes["per_key.w.g"].g == 20_000  # ms
+    assert config.plan.nodes["matches.j"].op == "join" and config.plan.nodes["matches.w"].w == 5000
+    # the builder's names and armd's measurement labels (instrument.py) → derived ids: SparkStats.node_id maps by it
+    assert config.managed["per_key"].nodes == {"w": "per_key.w", "agg1": "per_key.agg1"}
+    assert config.plan.nodes["per_key.agg1"].op == "aggregate"
     assert config.managed["matches"].nodes == {"j": "matches.j", "w": "matches.w"}
-    assert config.qos["per_key"].windows == {"per_key.w": (5.0, 60.0)}
-    assert config.plan_doc["constants"]["watermark_delay"] == 2 and config.plan_doc["constants"]["trigger_interval"] == 5
-    assert config.plan.streams["clicks"].d == pytest.approx(1 / 20)
+    assert config.qos["per_key"].windows == {"per_key.w": (5000.0, 60000.0)}
+    assert config.plan_doc["constants"]["watermark_delay"] == 2000 and config.plan_doc["constants"]["trigger_interval"] == 5000
+    assert config.plan.streams["clicks"].d == pytest.approx(1000 / 20)
     assert not set(config.plan.query_nodes("per_key")) & set(config.plan.query_nodes("matches"))
+
+
+def test_a_derived_plan_needs_a_time_unit_of_a_millisecond_or_finer(tmp_path) -> None:
+    """Formula 7 gives a window w + 1 units of validity: in seconds every derived window would be a second too long."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, "[model]\ntime_unit_seconds = 1\n" + CONFIG), environ={})
+    message = str(caught.value)
+    assert "model.time_unit_seconds" in message and "too coarse for a plan derived from Spark" in message
+    assert "0.001 s (the default) or finer" in message and "\n" not in message
 
 
 def test_a_builder_that_fails_to_build_is_one_line(spark, tmp_path) -> None:  # noqa: F811
@@ -90,10 +98,10 @@ def test_armd_plan_prints_the_plan_beside_the_spark_operators(spark, tmp_path, c
     assert main(["plan", "armd.adapters.spark.builders:range_join", "--config", str(path)]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0].startswith("query matches (time unit 1 s")  # named after the [managed] entry using the builder
+    assert lines[0].startswith("query matches (time unit 0.001 s")  # named after the [managed] entry using the builder
     assert any(line.split()[:3] == ["matches.j", "join", "sel=1*"] and "Join inner" in line for line in lines), out
-    assert any(line.split()[:2] == ["matches.w", "window"] and "w=5" in line for line in lines), out
-    assert "clicks: rate=20* size=400*" in out and "watermark delay 1 s" in out
+    assert any(line.split()[:2] == ["matches.w", "window"] and "w=5000" in line for line in lines), out
+    assert "clicks: rate=0.02* size=400*" in out and "watermark delay 1 s" in out
     assert main(["plan", "armd.adapters.spark.builders:range_join", "--config", str(path), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert set(document) == {"streams", "constants", "queries"} and document["queries"]["matches"]["id"] == "matches.j"
@@ -145,5 +153,5 @@ def test_the_derived_example_configuration_loads(spark) -> None:  # noqa: F811
 
     config = load_config(REPO / "config" / "armd-derived.toml", environ={})
     assert set(config.plan.queries) == {"clicks_per_key", "big_click_average", "clicks_with_orders"} and not config.unmanaged
-    assert config.managed["big_click_average"].nodes == {"f": "big_click_average.f", "w": "big_click_average.w"}
+    assert config.managed["big_click_average"].nodes.items() >= {"f": "big_click_average.f", "w": "big_click_average.w"}.items()
     assert config.plan.nodes["clicks_with_orders.j"].op == "join"

@@ -151,3 +151,26 @@ def test_pairwise_selectivities_of_a_jisc_join_after_its_warm_up() -> None:
 
 def iso(seconds: float) -> str:
     return datetime.fromtimestamp(1_800_000_000 + seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def test_measurements_arrive_under_plan_node_ids_through_the_one_label_map() -> None:
+    """armd's labels (f1, agg1) and a builder's own ids reach the port as plan node ids; unmapped labels stay as they are."""
+    listener = ProgressListener()
+    listener.onQueryStarted(SimpleNamespace(runId="r", name="q@0"))
+    stats = SparkStats(listener, 1.0, queries=["q"], stateful=lambda q: ("agg1", "dd1"),
+                       nodes={"q": {"f1": "q.f1", "agg1": "q.agg1", "dd1": "q.dd1", "f": "q.f"}})
+    for n in range(3):
+        doc = {"name": "q@0", "runId": "r", "batchId": n, "timestamp": "2026-11-22T10:00:00.000Z",
+               "eventTime": {"min": iso(10 * n), "max": iso(10 * n + 10)},
+               "sources": [{"description": "armd-synthetic", "startOffset": {"stream": "a", "event_ms": n * 10_000},
+                            "endOffset": {"stream": "a", "event_ms": (n + 1) * 10_000}, "numInputRows": 100}],
+               "stateOperators": [{"operatorName": "stateStoreSave", "numRowsTotal": 10, "memoryUsedBytes": 4000},
+                                  {"operatorName": "dedupe", "numRowsTotal": 10, "memoryUsedBytes": 1000}],
+               "observedMetrics": {"armd:filter:f1:in": {"rows": 100}, "armd:filter:f1:out": {"rows": 25},
+                                   "armd:filter:q.f:in": {"rows": 100}, "armd:filter:q.f:out": {"rows": 50},
+                                   "armd:filter:f9:in": {"rows": 100}, "armd:filter:f9:out": {"rows": 10}}}
+        listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(json=json.dumps(doc))))
+    (metrics,) = stats.observe(datetime.now(timezone.utc)).queries
+    assert metrics.selectivities == pytest.approx({"q.f1": 0.25, "q.f": 0.5, "f9": 0.1})
+    assert metrics.bytes_per_row == pytest.approx({"q.agg1": 400.0, "q.dd1": 100.0})
+    assert stats.node_id("q", "f1") == "q.f1" and stats.node_id("other", "f1") == "f1"
