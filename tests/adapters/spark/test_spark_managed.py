@@ -30,7 +30,7 @@ class FailingSink(BatchSink):
         ("builders_without_colon", "must be 'module:function'"),
         ("no_such_module_xyz:build", "cannot import module 'no_such_module_xyz'"),
         ("armd.adapters.spark.builders:nope", "has no attribute 'nope'"),
-        ("armd.adapters.spark.builders:FORMAT", "is not callable"),
+        ("armd.adapters.spark.builders:EMITS", "is not callable"),
     ],
 )
 def test_bad_builder_names_what_is_wrong(ref: str, message: str) -> None:
