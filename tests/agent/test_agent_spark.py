@@ -29,7 +29,7 @@ from armd.adapters.store import applications as apps
 from armd.adapters.store import models as m
 from armd.adapters.store.sql import SqlStore
 from armd.agent import Agent
-from armd.control.ports import DesiredSettings, QuerySettings
+from armd.control.ports import ActualState, DesiredSettings, QuerySettings
 
 sys.path.insert(0, str(REPO / "bench"))
 import migration  # noqa: E402
@@ -148,7 +148,10 @@ def test_an_application_registers_reports_and_migrates_by_genmig_exactly(spark, 
 
 
 def test_in_recommend_mode_the_application_applies_nothing(spark, progress_listener, store, tmp_path):  # noqa: F811
+    """Restarted in recommend mode: it starts with the settings in force (version 3, window 8 s) and keeps them."""
     start = migration.origin()
+    in_force = QuerySettings(0.5, 1.0, {f"{QUERY}.w": 8.0}, 2.0, 0.5)
+    store.write_actual(ActualState(QUERY, 3, in_force, "steady", at=now()))  # what the application's last run left
     agent = Agent(spark, store=store, app="shop", mode="recommend", checkpoint_root=tmp_path / "ck", poll_seconds=0.2,
                   time_unit_seconds=1.0, listener=progress_listener)
     declare(agent, QUERY, start)
@@ -156,11 +159,12 @@ def test_in_recommend_mode_the_application_applies_nothing(spark, progress_liste
     try:
         spark_query = agent.start(QUERY, sink=lambda df: df.writeStream.foreachBatch(write_to_db))
         wait(lambda: progress_listener.latest(QUERY) is not None, 180, "a first batch")
-        store.write_desired([desired(1, 10.0, 1.0)])
+        assert agent.manager.get(QUERY).params.windows == {f"{QUERY}.w": 8.0}
+        store.write_desired([desired(4, 10.0, 1.0)])
         rounds = agent.loop.rounds
         wait(lambda: agent.loop.rounds >= rounds + 4, 30, "four rounds of the agent")
         actual = store.actual_states()[QUERY]
-        assert (actual.plan_version, actual.phase, actual.settings.windows) == (0, "steady", {f"{QUERY}.w": 6.0})
+        assert (actual.plan_version, actual.phase, actual.settings.windows) == (3, "steady", {f"{QUERY}.w": 8.0})
         managed = agent.manager.get(QUERY)
         assert managed.query is spark_query and managed.params.version == 0 and managed.runs == 1
         assert not agent.applier.migrations
