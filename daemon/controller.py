@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 
 from armd.adapters.alerts.alertmanager import RESOLVES
+from armd.adapters.store import applications
+from armd.adapters.store.sql import SqlStore
 from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, not_asked_yet, observe, orders_for_model
 from armd.control import feedback
 from armd.control.feedback import FeedbackState
@@ -313,6 +315,21 @@ class Controller:
                           history_older_than=history.isoformat())
 
         self._record("prune", prune)
+
+    def applications_gone(self) -> None:
+        """Mark ``armd.agent`` applications silent for ``store.application_timeout_seconds`` gone (their queries removed)."""
+        if not isinstance(self.store, SqlStore):
+            return  # only the SQL store has applications (revision 0008)
+        at, timeout = self.clock(), self.config.store.application_timeout_seconds
+
+        try:
+            gone = applications.mark_gone(self.store, timeout, at)
+        except TemporaryError as exc:  # the store is away: the next run looks again
+            self.log.warning("store_unavailable", step="applications_gone", error=self.config.redact(str(exc)))
+            return
+        for app in gone:
+            self.emit("application_gone", "warning", f"application {app!r} stopped reporting for more than {timeout:g} s; "
+                      "it is marked gone and its queries are removed", None, {"app": app})
 
     def flush(self, force: bool = False) -> bool:
         """Write the backlog (while the store is down, at most every ``outbox.RETRY_SECONDS``); True when it is empty."""

@@ -199,6 +199,7 @@ class Service:
             ("reconcile", self.reconciler.tick, schedule.apply_seconds),
             ("advance_migrations", self.reconciler.coordinator.advance, schedule.apply_seconds),
             ("housekeeping", self.controller.housekeeping, schedule.housekeeping_seconds),
+            ("applications", self.controller.applications_gone, max(1.0, config.store.application_timeout_seconds / 4)),
         ]
         for job_id, step, seconds in jobs:
             scheduler.add_job(self._timed(job_id, step, seconds), "interval", seconds=seconds, id=job_id, next_run_time=start)

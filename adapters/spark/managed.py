@@ -111,8 +111,8 @@ class ManagedSpec:
     """How to run one managed query."""
 
     name: str
-    builder: str
-    """``"module:function"``, called as ``function(spark, params) -> DataFrame``."""
+    builder: "str | Builder"
+    """``"module:function"`` (or the function), called as ``function(spark, params) -> DataFrame``."""
     sink: BatchSink
     params: QueryParams = field(default_factory=QueryParams)
     """Initial settings."""
@@ -139,8 +139,13 @@ class UnknownQuery(PermanentError, LookupError):
     """No managed query of that name: retrying cannot help until the configuration registers it."""
 
 
-def load_builder(ref: str) -> Builder:
-    """The function named by ``"module:function"``; raises ``LookupError`` saying what is wrong."""
+def load_builder(ref: "str | Builder") -> Builder:
+    """The function named by ``"module:function"`` (or the function itself); raises ``LookupError`` saying what is wrong.
+
+    ``armd.agent`` passes the user's own function: in an application the builder need not be importable by name.
+    """
+    if callable(ref):
+        return ref
     module_name, sep, attr = str(ref).partition(":")
     if not sep or not module_name or not attr:
         raise LookupError(f"builder must be 'module:function' (e.g. 'myjobs.clicks:build'), got {ref!r}")

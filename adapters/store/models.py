@@ -95,6 +95,26 @@ class Query(Base):
     settings_changed_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    app: Mapped[str | None] = mapped_column(String(200))
+    """The ``armd.agent`` application that registered the query (revision 0008); NULL for the daemon's configured ones."""
+
+
+class Application(Base):
+    """A user's Spark application governed through ``armd.agent`` (revision 0008)."""
+
+    __tablename__ = "applications"
+    __table_args__ = (
+        CheckConstraint("mode IN ('apply', 'recommend')", name="ck_applications_mode"),
+        CheckConstraint("status IN ('running', 'stopped', 'gone')", name="ck_applications_status"),
+    )
+
+    app: Mapped[str] = mapped_column(String(200), primary_key=True)
+    host: Mapped[str] = mapped_column(String(300))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime]
+    last_seen_at: Mapped[datetime]
+    mode: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="running")
 
 
 class PlanNode(Base):

@@ -315,7 +315,8 @@ class SqlStore:
             for gone in known_streams.values():
                 session.delete(gone)
 
-            known = {q.name: q for q in session.scalars(select(m.Query))}
+            # Queries an armd.agent application registered (app set) are the application's, not the configuration's.
+            known = {q.name: q for q in session.scalars(select(m.Query).where(m.Query.app.is_(None)))}
             for row in queries:
                 spec, qos = _json_value(row.spec), _json_value(row.qos)
                 query = known.pop(row.name, None)
@@ -783,6 +784,11 @@ class SqlStore:
         return out
 
     # -------------------------------------------------------------- helpers
+
+    def transact(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn(session)`` in one transaction with this store's timeouts and error kinds (for modules of tables
+        that keep their own queries, e.g. ``applications.py``)."""
+        return self._call(fn)
 
     def _insert(self, model: Any, **values: Any) -> int:
         """Insert one row of ``model``; returns its id."""

@@ -106,6 +106,9 @@ class StoreConfig:
                                    "often at least; another daemon may take over once it lapses.")
     history_retention_days: float = setting(90.0, rule=at_most(POSITIVE, 3650, "ten years"), doc="Decisions, events and finished "
                                             "migrations older than this many days are pruned (the latest decision is kept).")
+    application_timeout_seconds: float = setting(60.0, rule=at_most(POSITIVE, DAY, "a day"), doc="An armd.agent application "
+                                                 "that has not reported for this long is marked gone and its queries removed "
+                                                 "(docs/agent.md).")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,135 @@
+"""The applications table and agent-registered queries: what ``armd.agent`` writes, what the daemon reads.
+
+Why a module of its own: an ``armd.agent`` application and the daemon share
+nothing but the store, and this is that part of the contract (revision
+0008). The agent registers its application (host, pid, mode) and each query
+it governs (the cost-model plan and the ranges the user allowed, in the
+query's ``spec``; ``queries.app`` names the application), and touches
+``last_seen_at`` each time it reports. The daemon reads the applications and
+marks those silent for longer than a timeout ``gone`` (their queries
+``removed``, so they leave the budget).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from . import models as m
+from .sql import SqlStore, _json_value
+
+MODES = ("apply", "recommend")
+
+
+@dataclass(frozen=True)
+class ApplicationRow:
+    app: str
+    host: str
+    pid: int
+    started_at: datetime
+    last_seen_at: datetime
+    mode: str
+    status: str
+
+
+@dataclass(frozen=True)
+class AgentQueryRow:
+    """One query an application governs: its name, weight, QoS and ``spec`` (plan, ranges, initial settings)."""
+
+    name: str
+    spec: Mapping[str, Any]
+    weight: float = 1.0
+    qos: Mapping[str, Any] | None = None
+
+
+def _utc(at: datetime) -> datetime:
+    if at.tzinfo is None:
+        raise ValueError(f"naive datetime {at.isoformat()}: pass a timezone-aware UTC datetime")
+    return at.astimezone(timezone.utc)
+
+
+def register_application(store: SqlStore, app: str, host: str, pid: int, mode: str, at: datetime) -> None:
+    """Insert or take over the application's row (a restarted application keeps its name): status ``running``."""
+    if mode not in MODES:
+        raise ValueError(f"application mode must be one of {', '.join(MODES)}, got {mode!r}")
+    at = _utc(at)
+
+    def run(session: Session) -> None:
+        row = session.get(m.Application, app)
+        if row is None:
+            session.add(m.Application(app=app, host=host, pid=int(pid), started_at=at, last_seen_at=at, mode=mode,
+                                      status="running"))
+        else:
+            row.host, row.pid, row.started_at, row.last_seen_at, row.mode, row.status = host, int(pid), at, at, mode, "running"
+
+    store.transact(run)
+
+
+def register_queries(store: SqlStore, app: str, rows: list[AgentQueryRow], at: datetime) -> None:
+    """Upsert the application's queries; a query name another application or the configuration owns is refused."""
+    at = _utc(at)
+
+    def run(session: Session) -> None:
+        for row in rows:
+            query = session.get(m.Query, row.name)
+            spec, qos = _json_value(dict(row.spec)), _json_value(dict(row.qos or {}))
+            if query is None:
+                session.add(m.Query(name=row.name, spec=spec, qos=qos, weight=float(row.weight), status="active",
+                                    created_at=at, updated_at=at, app=app))
+                continue
+            if query.app != app and query.status != "removed":
+                owner = f"application {query.app!r}" if query.app else "the daemon's configuration"
+                raise ValueError(f"query {row.name!r} is already registered by {owner}; query names are unique in the store")
+            query.spec, query.qos, query.weight, query.app = spec, qos, float(row.weight), app
+            query.status, query.status_reason, query.updated_at = "active", None, at
+
+    store.transact(run)
+
+
+def seen(store: SqlStore, app: str, at: datetime) -> None:
+    """The application is alive (each report)."""
+    at = _utc(at)
+    store.transact(lambda s: s.execute(update(m.Application).where(m.Application.app == app)
+                                       .values(last_seen_at=at, status="running")))
+
+
+def stopped(store: SqlStore, app: str, at: datetime) -> None:
+    """The application stopped on purpose: its queries leave the budget at once."""
+    _leave(store, app, "stopped", "the application stopped", _utc(at))
+
+
+def mark_gone(store: SqlStore, timeout_seconds: float, at: datetime) -> list[str]:
+    """Applications silent for more than ``timeout_seconds`` become ``gone`` and their queries ``removed``; returns them."""
+    at = _utc(at)
+    limit = at - timedelta(seconds=float(timeout_seconds))
+    silent = store.transact(lambda s: [a for a, last in s.execute(
+        select(m.Application.app, m.Application.last_seen_at).where(m.Application.status == "running"))
+        if _utc(last) < limit])
+    for app in silent:
+        _leave(store, app, "gone", f"application stopped reporting for more than {timeout_seconds:g} s", at)
+    return silent
+
+
+def _leave(store: SqlStore, app: str, status: str, reason: str, at: datetime) -> None:
+    def run(session: Session) -> None:
+        session.execute(update(m.Application).where(m.Application.app == app).values(status=status, last_seen_at=at)
+                        if status == "stopped" else update(m.Application).where(m.Application.app == app).values(status=status))
+        session.execute(update(m.Query).where(m.Query.app == app, m.Query.status != "removed")
+                        .values(status="removed", status_reason=reason, updated_at=at))
+
+    store.transact(run)
+
+
+def applications(store: SqlStore) -> list[ApplicationRow]:
+    return store.transact(lambda s: [ApplicationRow(r.app, r.host, r.pid, r.started_at, r.last_seen_at, r.mode, r.status)
+                                     for r in s.scalars(select(m.Application).order_by(m.Application.app))])
+
+
+def queries_of(store: SqlStore, app: str) -> dict[str, dict[str, Any]]:
+    """The application's queries: name → spec, with ``status``."""
+    return store.transact(lambda s: {q.name: {**(q.spec or {}), "status": q.status}
+                                     for q in s.scalars(select(m.Query).where(m.Query.app == app))})

@@ -1,0 +1,284 @@
+"""``Agent``: a user's own Spark application put under armd, with the store as the only thing it shares.
+
+Why: teams run their streaming jobs as their own applications (their
+sources, their ``foreachBatch`` sinks); armd cannot launch those. The agent
+lives in the application instead. The user declares what armd may change
+(``@agent.query(name, windows=..., slides=...)``) and keeps writing the
+query; the agent
+
+* registers the application and its queries in the store (``applications``,
+  ``queries.app``; the cost-model plan derived from the DataFrame by
+  ``adapters/spark/derive``, else the plan file given),
+* reports every progress event of its queries as the daemon's own Spark
+  statistics do (``SparkStats`` → ``record_observation``),
+* polls ``desired_settings`` and puts new versions into force with GenMig
+  inside the application, through the very reconciler and coordinator the
+  daemon uses (``control/reconciler.py``), which write ``actual_states`` and
+  the migrations — all on its own thread (``loop.py``).
+
+``mode="recommend"`` applies nothing: new desired versions are only logged
+and recorded as ``recommendation`` events.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from armd.adapters.spark.genmig import DEFAULT_TIMEOUT_SECONDS, GenMigApplier
+from armd.adapters.spark.listener import ProgressListener, SparkStats
+from armd.adapters.spark.managed import ManagedSpec, QueryManager, QueryParams
+from armd.adapters.store import applications as apps
+from armd.adapters.store.sql import SqlStore
+from armd.control.coordinator import ApplyPorts, Coordinator
+from armd.control.ports import ActualState, EventRecord, QuerySettings
+from armd.control.reconciler import Reconciler
+
+from .loop import AgentLoop, AppStore
+from .plan import describe
+from .settings import AgentError, Range, Settings, seconds
+from .sink import UserSink, read_sink
+
+MODES = ("apply", "recommend")
+GENMIG_HINTS = ("reference_point", "span_windows", "emits")
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class KeywordLog:
+    """structlog's call shape (``log.info(event, **fields)``) on the standard ``logging`` module, one line per event."""
+
+    def __init__(self, name: str = "armd.agent") -> None:
+        self._log = logging.getLogger(name)
+
+    def _line(self, level: int, event: str, fields: Mapping[str, Any]) -> None:
+        self._log.log(level, "%s %s", event, " ".join(f"{k}={v!r}" for k, v in fields.items()))
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._line(logging.DEBUG, event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._line(logging.INFO, event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._line(logging.WARNING, event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._line(logging.ERROR, event, fields)
+
+    def exception(self, event: str, **fields: Any) -> None:
+        self._line(logging.ERROR, event, fields)
+
+
+@dataclass
+class AgentQuery:
+    """One ``@agent.query`` declaration."""
+
+    name: str
+    function: Callable[[Any, Settings], Any]
+    windows: dict[str, Range]
+    slides: dict[str, Range]
+    weight: float = 1.0
+    qos: Mapping[str, Any] = field(default_factory=dict)
+    sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    streams: tuple[str, ...] = ()
+    initial: dict[str, float] = field(default_factory=dict)
+    """Builder node → initial window (seconds); default: the range's max."""
+    initial_slide: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def builder(self) -> Callable[[Any, QueryParams], Any]:
+        """``builder(spark, params)`` as ``QueryManager`` and GenMig call it, carrying the function's GenMig hints."""
+        function, windows, slides = self.function, self.windows, self.slides
+
+        def build(spark: Any, params: QueryParams) -> Any:
+            return function(spark, Settings(spark, params, windows, slides))
+
+        for hint in GENMIG_HINTS:
+            if hasattr(function, hint):
+                setattr(build, hint, getattr(function, hint))
+        build.__name__ = getattr(function, "__name__", self.name)
+        return build
+
+
+class Agent:
+    """armd inside a user's Spark application (see the module docstring and docs/agent.md)."""
+
+    def __init__(self, spark: Any, store: str | SqlStore, app: str, mode: str = "apply", *,
+                 checkpoint_root: str | Path | None = None, poll_seconds: float = 1.0,
+                 time_unit_seconds: float = 0.001, plan: str | Path | None = None,
+                 migration_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+                 listener: ProgressListener | None = None, log: Any = None,
+                 clock: Callable[[], datetime] = utc_now) -> None:
+        if mode not in MODES:
+            raise AgentError(f"Agent(mode={mode!r}): mode must be one of {', '.join(MODES)}")
+        if not app or not isinstance(app, str):
+            raise AgentError(f"Agent(app={app!r}): give the application a non-empty name (unique in the store)")
+        if not poll_seconds > 0:
+            raise AgentError(f"Agent(poll_seconds={poll_seconds!r}): must be > 0")
+        self.spark, self.app, self.mode, self.clock = spark, app, mode, clock
+        self.time_unit_seconds, self.poll_seconds = float(time_unit_seconds), float(poll_seconds)
+        self.plan_file = Path(plan) if plan is not None else None
+        self.log = log or KeywordLog()
+        self.store = store if isinstance(store, SqlStore) else SqlStore.open(str(store))
+        self.store.require_current_schema()
+        apps.register_application(self.store, app, socket.gethostname(), os.getpid(), mode, clock())
+        self._own_listener = listener is None
+        self.listener = listener or ProgressListener().attach(spark)
+        root = checkpoint_root or tempfile.mkdtemp(prefix=f"armd-agent-{app}-")
+        self.manager = QueryManager(spark, root)
+        self.applier = GenMigApplier(self.manager, self.listener, self.time_unit_seconds, log=self.log,
+                                     timeout_seconds=migration_timeout_seconds,
+                                     on_transition=lambda m: self.coordinator.transition(m))
+        self.declared: dict[str, AgentQuery] = {}
+        self.started: dict[str, AgentQuery] = {}
+        self.view = AppStore(self.store, lambda: set(self.started))
+        ports = ApplyPorts(self.view, self.applier, self._record, self._emit, clock, self.log)
+        self.coordinator = Coordinator(ports, memory_bound=float("inf"))
+        self.reconciler = Reconciler(ports, self.coordinator)
+        self.stats = SparkStats(self.listener, self.time_unit_seconds, queries=(), stateful=self.manager.stateful)
+        self.loop = AgentLoop(self)
+        self._failed: list[str] = []
+        self.listener.add_termination_hook(self._terminated)
+        self.log.info("agent_registered", app=app, mode=mode, store=self.store.url_redacted)
+
+    # --- declaring and starting ---
+
+    def query(self, name: str, *, windows: Mapping[str, tuple[Any, Any]] | None = None,
+              slides: Mapping[str, tuple[Any, Any]] | None = None, weight: float = 1.0, qos: Mapping[str, Any] | None = None,
+              sources: Mapping[str, Mapping[str, Any]] | None = None, streams: Sequence[str] = (),
+              initial: Mapping[str, Any] | None = None, initial_slide: Any = None,
+              extra: Mapping[str, Any] | None = None) -> Callable[[Callable[[Any, Settings], Any]], Callable[[Any, Settings], Any]]:
+        """Declare a query armd governs: ``windows``/``slides`` give (min, max) per window node; returns a decorator."""
+        if not name or "@" in name:
+            raise AgentError(f"@agent.query({name!r}): a query name is non-empty and has no '@'")
+        if name in self.declared:
+            raise AgentError(f"@agent.query({name!r}): already declared in this application")
+        ranges = {n: Range.parse(v, f"query {name!r}: windows[{n!r}]") for n, v in (windows or {}).items()}
+        slide_ranges = {n: Range.parse(v, f"query {name!r}: slides[{n!r}]") for n, v in (slides or {}).items()}
+        unknown = sorted(set(slide_ranges) - set(ranges))
+        if unknown:
+            raise AgentError(f"query {name!r}: slides for {unknown} but no window of that name; windows: {sorted(ranges)}")
+        if not weight > 0:
+            raise AgentError(f"query {name!r}: weight must be > 0, got {weight!r}")
+        start = {n: seconds(v, f"query {name!r}: initial[{n!r}]") for n, v in (initial or {}).items()}
+        for node, value in start.items():
+            if node not in ranges or not ranges[node].low <= value <= ranges[node].high:
+                raise AgentError(f"query {name!r}: initial window {node!r} = {value:g} s lies outside its declared range")
+
+        def register(function: Callable[[Any, Settings], Any]) -> Callable[[Any, Settings], Any]:
+            self.declared[name] = AgentQuery(
+                name, function, ranges, slide_ranges, float(weight), dict(qos or {}), dict(sources or {}), tuple(streams),
+                {n: start.get(n, r.high) for n, r in ranges.items()},
+                None if initial_slide is None else seconds(initial_slide, f"query {name!r}: initial_slide"), dict(extra or {}))
+            return function
+
+        return register
+
+    def start(self, name: str, sink: Callable[[Any], Any]) -> Any:
+        """Register the query in the store and start it with the settings in force; returns the Spark query."""
+        if name not in self.declared:
+            raise AgentError(f"agent.start({name!r}): no such query; declared: {', '.join(sorted(self.declared)) or 'none'}")
+        if name in self.started:
+            raise AgentError(f"agent.start({name!r}): already started")
+        declared = self.declared[name]
+        writer = read_sink(name, sink)
+        params, in_force, version = self._initial(declared)
+        builder = declared.builder()
+        plan = describe(self.spark, builder, declared, params, self.time_unit_seconds, self.plan_file, self.log)
+        params = plan.apply(params)
+        settings = in_force or self._settings(declared, params)
+        params = params.with_settings(settings, self.time_unit_seconds)
+        apps.register_queries(self.store, self.app, [apps.AgentQueryRow(name, {
+            "plan": plan.document, "plan_source": plan.source, "nodes": plan.nodes, "mode": self.mode,
+            "windows": {n: r.as_json() for n, r in declared.windows.items()},
+            "slides": {n: r.as_json() for n, r in declared.slides.items()},
+            "initial": settings.as_json(), "time_unit_seconds": self.time_unit_seconds}, declared.weight, declared.qos)],
+            self.clock())
+        self.manager.register(ManagedSpec(name, builder, UserSink(writer.function), params,
+                                          output_mode=writer.output_mode or "append", trigger=writer.trigger_args,
+                                          streams=declared.streams))
+        query = self.manager.start(name)
+        self.started[name] = declared
+        self.stats.queries = set(self.started)  # type: ignore[assignment]
+        if declared.streams:
+            self.stats.streams[name] = declared.streams
+        self.coordinator.report(ActualState(name, version, settings, "steady", at=self.clock()))
+        self.log.info("query_started", app=self.app, query=name, plan_version=version, windows=dict(settings.windows),
+                      granularity=settings.granularity, mode=self.mode)
+        self.loop.start()
+        return query
+
+    def _initial(self, declared: AgentQuery) -> tuple[QueryParams, QuerySettings | None, int]:
+        """Initial params; the settings in force and their version when the store has them (a restarted application)."""
+        nodes = {n: f"{declared.name}.{n}" for n in declared.windows}
+        windows = {nodes[n]: w for n, w in declared.initial.items()}
+        slides = [r.low if declared.initial_slide is None else declared.initial_slide for r in declared.slides.values()]
+        params = QueryParams(windows=windows, granularity=min(slides) if slides else None,
+                             extra={**declared.extra, "nodes": nodes, "sources": dict(declared.sources)})
+        actual = self.view.store.actual_states().get(declared.name)
+        if actual is not None and actual.settings is not None and actual.phase != "failed":
+            return params, actual.settings, actual.plan_version
+        return params, None, 0
+
+    def _settings(self, declared: AgentQuery, params: QueryParams) -> QuerySettings:
+        """``params`` as model settings (time unit), with fractions of the declared ranges."""
+        unit = self.time_unit_seconds
+        windows = {params.node(n): params.window(n, r.high) / unit for n, r in declared.windows.items()}
+        fw = min((r.fraction(params.window(n, r.high)) for n, r in declared.windows.items()), default=1.0)
+        granularity = None if params.granularity is None else params.granularity / unit
+        fg = min((1.0 - r.fraction(params.granularity or r.low) for r in declared.slides.values()), default=1.0)
+        return QuerySettings(fw, fg, windows, granularity, fw)
+
+    # --- running ---
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Block until ``stop()`` (True) or ``timeout`` seconds (False); raises ``AgentError`` when a query failed."""
+        stopped = self.loop.stopped.wait(timeout)
+        if self._failed:
+            raise AgentError(self._failed[0])
+        return stopped
+
+    def stop(self) -> None:
+        """Stop the reporting thread, every run of every query (migrations too), and tell the store the application left."""
+        self.loop.stop()
+        self.applier.close()
+        self.manager.stop_all()
+        try:
+            self.loop.report(self.clock())
+            apps.stopped(self.store, self.app, self.clock())
+        except Exception as exc:  # noqa: BLE001 - stopping must finish; the daemon's timeout marks the application gone
+            self.log.warning("agent_stop_unrecorded", app=self.app, error=str(exc))
+        if self._own_listener:
+            self.listener.detach(self.spark)
+        self.log.info("agent_stopped", app=self.app)
+
+    def _terminated(self, event: Any) -> None:
+        if event.query in self.started:
+            self._failed.append(f"query {event.query!r} failed: {event.exception or event.error_class}")
+            self.loop.stopped.set()
+
+    # --- the ports' plumbing ---
+
+    def _record(self, kind: str, write: Callable[[], Any]) -> None:
+        """Store writes run at once on the agent's thread; one that fails is logged (the next report writes anew)."""
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - a store hiccup must not stop the application
+            self.log.warning("store_write_failed", app=self.app, record=kind, error=str(exc))
+
+    def _emit(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None,
+              *, alert: bool = True, **fields: Any) -> None:
+        getattr(self.log, "error" if severity == "error" else severity if severity == "warning" else "info")(
+            kind, app=self.app, query=query, message=message, **fields)
+        event = EventRecord(self.clock(), kind, severity, message, query=query, details={**(details or {}), "app": self.app})
+        self._record("event", lambda: self.store.record_event(event))

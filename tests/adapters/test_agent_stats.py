@@ -1,0 +1,60 @@
+"""The daemon's statistics of agent-managed queries, read back from a real SQLite store as the agents reported them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from armd.adapters.store import applications as apps
+from armd.adapters.store.agent_stats import AgentStats
+from armd.adapters.store.sql import SqlStore
+from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamStats
+
+T0 = datetime(2026, 11, 24, 6, 0, tzinfo=timezone.utc)
+UNIT = 0.001
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = SqlStore.open(f"sqlite:///{tmp_path}/armd.db")
+    store.upgrade()
+    apps.register_application(store, "shop", "h", 1, "apply", T0)
+    apps.register_queries(store, "shop", [apps.AgentQueryRow("clicks_q", {"plan": {"streams": {"clicks": {}}}})], T0)
+    yield store
+    store.close()
+
+
+def report(store, at, rows, state_bytes, batch_id):
+    """One round of an agent (its SparkStats observation), beside a stream and a query of the daemon's own."""
+    store.record_observation(Observation(
+        at, [StreamStats("clicks", rows, 1.0, float(rows), 1000.0 / rows), StreamStats("daemon_stream", 5, 1.0, 5.0, 200.0)],
+        [QueryMetrics("clicks_q", 10, state_bytes, {"clicks_q.w": 1.0}), QueryMetrics("daemon_q", 1, 1)],
+        [BatchProgress("clicks_q", "run-1", batch_id, at, rows, 40, plan_version=0)]))
+
+
+def test_what_agents_reported_since_the_last_look_comes_back_once_and_combined(store):
+    stats = AgentStats(store, UNIT, T0)
+    report(store, T0 + timedelta(seconds=1), 10, 100, 0)
+    report(store, T0 + timedelta(seconds=2), 30, 300, 1)
+    got = stats.observe(T0 + timedelta(seconds=2))
+    (clicks,) = got.streams  # the daemon's own stream is not an agent's
+    assert (clicks.stream, clicks.rows, clicks.interval_seconds, clicks.rate_per_second) == ("clicks", 40, 2.0, 20.0)
+    assert clicks.d == pytest.approx(2.0 / UNIT / 40)  # 50 ms between arrivals, in the daemon's unit
+    assert [(q.query, q.state_bytes, dict(q.selectivities)) for q in got.queries] == [("clicks_q", 300, {"clicks_q.w": 1.0})]
+    assert [b.batch_id for b in got.batches] == [0, 1]
+    again = stats.observe(T0 + timedelta(seconds=3))
+    assert (again.streams, again.queries, again.batches) == ([], [], [])
+
+
+def test_a_report_that_commits_late_is_still_read_and_a_removed_application_is_not(store):
+    stats = AgentStats(store, UNIT, T0)
+    report(store, T0 + timedelta(seconds=2), 10, 100, 0)
+    stats.observe(T0 + timedelta(seconds=2))
+    report(store, T0 + timedelta(seconds=1.5), 20, 200, 1)  # written after the look, stamped before it (another host's clock)
+    late = stats.observe(T0 + timedelta(seconds=3))
+    assert [b.batch_id for b in late.batches] == [1] and late.streams[0].rows == 20
+    apps.stopped(store, "shop", T0 + timedelta(seconds=3))
+    report(store, T0 + timedelta(seconds=4), 10, 100, 2)
+    gone = stats.observe(T0 + timedelta(seconds=5))
+    assert (gone.streams, gone.queries, gone.batches) == ([], [], [])
