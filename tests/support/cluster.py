@@ -60,7 +60,6 @@ def spark_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, 
         "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_DAEMON_MEMORY": "256m",  # the master and worker daemons themselves; executors get --memory
         "SPARK_NO_DAEMONIZE": "1",
     })
     env.update(extra)
@@ -154,7 +153,9 @@ class StandaloneCluster:
         log = open(self.root / f"{name}.log", "wb")
         self._procs.append(subprocess.Popen(
             [str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=log, stderr=subprocess.STDOUT,
-            env=spark_env(SPARK_LOG_DIR=str(self.root), SPARK_WORKER_DIR=str(self.root)), start_new_session=True))
+            env=spark_env(SPARK_LOG_DIR=str(self.root), SPARK_WORKER_DIR=str(self.root),
+                          SPARK_DAEMON_MEMORY="256m"),  # the master and worker themselves; executors get --memory
+            start_new_session=True))
         log.close()
 
     def _wait(self, ready, what: str) -> None:
