@@ -202,6 +202,66 @@ def submit(master: str, app: str | Path, args: Sequence[str] = (), *, conf: Mapp
                           start_new_session=True)
 
 
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+@dataclass
+class ConnectServer:
+    """A Spark Connect server from the package's jars (``spark-submit --class …SparkConnectServer``) on 127.0.0.1.
+
+    ``master`` is where its driver runs the queries (``local[2]`` or a
+    standalone cluster's ``spark://…``); clients connect to ``url``.
+    """
+
+    master: str = "local[2]"
+    root: Path | None = None
+    startup_timeout: float = 180.0
+    port: int = 0
+    _proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    def start(self) -> "ConnectServer":
+        self.root = self.root or Path(tempfile.mkdtemp(prefix="armd-spark-connect-"))
+        self.port = self.port or free_port()
+        log = open(self.root / "connect-server.log", "wb")
+        # A daemon class gets SPARK_DAEMON_MEMORY unless told otherwise; its driver needs Spark's minimum (~450 MB).
+        self._proc = subprocess.Popen(
+            [str(SPARK_HOME / "bin" / "spark-submit"), "--master", self.master, "--class", CONNECT_SERVER_CLASS,
+             "--driver-memory", "1g", "--conf", f"spark.connect.grpc.binding.port={self.port}",
+             "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", f"spark.pyspark.python={sys.executable}",
+             "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2", "spark-internal"],
+            stdout=log, stderr=subprocess.STDOUT, env=spark_env(), start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"the Spark Connect server exited with {self._proc.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                time.sleep(1)
+        self.stop()
+        raise RuntimeError(f"the Spark Connect server did not listen within {self.startup_timeout:g} s:\n{self.log()}")
+
+    def log(self, tail: int = 40) -> str:
+        path = (self.root or Path("/nonexistent")) / "connect-server.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-tail:]) if path.exists() else ""
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            _signal_group(self._proc, signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                _signal_group(self._proc, signal.SIGKILL)
+                self._proc.wait(timeout=10)
+            self._proc = None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
