@@ -21,6 +21,7 @@ by ``scripts/spark-cluster`` (for people, and for benchmarks) and by
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -93,6 +94,7 @@ class StandaloneCluster:
         if self.root is None:
             self.root, self._own_root = Path(tempfile.mkdtemp(prefix="armd-spark-cluster-")), True
         self.root.mkdir(parents=True, exist_ok=True)
+        atexit.register(self.stop)  # the JVMs run in sessions of their own: nothing else ends them if Python exits early
         self.master_port = self.master_port or free_port()
         self.webui_port = self.webui_port or free_port()
         try:
@@ -226,6 +228,7 @@ class ConnectServer:
     def start(self) -> "ConnectServer":
         self.root = self.root or Path(tempfile.mkdtemp(prefix="armd-spark-connect-"))
         self.port = self.port or free_port()
+        atexit.register(self.stop)
         log = open(self.root / "connect-server.log", "wb")
         # A daemon class gets SPARK_DAEMON_MEMORY unless told otherwise; its driver needs Spark's minimum (~450 MB).
         self._proc = subprocess.Popen(

@@ -85,11 +85,15 @@ def main(out: Path, shared: Path) -> None:
     scenario = next(s for s in migration.SCENARIOS if s.name.startswith(SCENARIO))
     manager = QueryManager(spark, shared / "checkpoints", keep_checkpoints=True)
     sink = SharedParquetSink(shared / "sink", spark)
-    # The three runs go at once: a batch here waits mostly on scheduling, not on the two executor cores, and each
-    # run's results are relative to its own origin, so they compare however the runs interleave.
+    # The three runs overlap: a batch here waits mostly on scheduling, not on the two executor cores, and each
+    # run's results are relative to its own origin, so they compare however the runs interleave. Each starts once
+    # the one before has finished a batch: a query's start launches Python processes (the source's planner), and
+    # several launched at once on a loaded machine miss Spark's wait for them to connect back.
     with ThreadPoolExecutor(3) as pool:
         alone_old = pool.submit(migration.alone, listener, manager, sink, "a", scenario, scenario.old)
+        listener.wait_for(lambda: listener.latest("a") is not None, 60)
         alone_new = pool.submit(migration.alone, listener, manager, sink, "b", scenario, scenario.new)
+        listener.wait_for(lambda: listener.latest("b") is not None, 60)
         migrated = pool.submit(migration.migrate, listener, manager, sink, "c", "genmig", scenario)
         a, b, run = alone_old.result(), alone_new.result(), migrated.result()
     first = run["transitions"][0]

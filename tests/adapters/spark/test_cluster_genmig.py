@@ -34,7 +34,7 @@ def report(spark_cluster, tmp_path_factory):  # noqa: F811
         tail = "\n".join(done.stderr.splitlines()[-60:])
         pytest.fail(f"spark-submit exited with {done.returncode}:\n{tail}\n{spark_cluster.logs(20)}")
     return {**json.loads(out.read_text()), "apps": spark_cluster.state().get("completedapps", []),
-            "workers": sorted(spark_cluster.root.glob("worker-*"))}
+            "workers": sorted(p for p in spark_cluster.root.glob("worker-*") if p.is_dir())}
 
 
 def test_genmig_on_the_cluster_loses_repeats_and_changes_no_result(report):
@@ -49,7 +49,7 @@ def test_genmig_on_the_cluster_loses_repeats_and_changes_no_result(report):
 def test_the_work_ran_in_two_executors_with_the_venv_python_on_shared_paths(report):
     assert report["executors"] == 2
     # Both workers launched an executor for the application (its directory holds the executor's stdout/stderr).
-    assert all(list(worker.glob("app-*/*/stderr")) for worker in report["workers"]), report["workers"]
+    assert len(report["workers"]) == 2 and all(list(worker.glob("app-*/*/stderr")) for worker in report["workers"]), report["workers"]
     tasks = report["tasks"]
     assert len({t["executor_pid"] for t in tasks}) == 2 and report["driver_pid"] not in {t["pid"] for t in tasks}
     assert {t["python"] for t in tasks} == {sys.executable}  # PYSPARK_PYTHON reached the executors' Python workers
