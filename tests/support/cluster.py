@@ -283,10 +283,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers < 1 or args.cores < 1:
         parser.error("--workers and --cores must be whole numbers >= 1")
     cluster = StandaloneCluster(args.workers, args.cores, args.memory, args.root, master_port=args.port, webui_port=args.webui_port)
-    stopping = False
+    stopping = started = False
 
     def stop(signum, frame):  # noqa: ARG001
         nonlocal stopping
+        if not started:
+            raise KeyboardInterrupt  # start() stops what it started on any exception
         stopping = True
 
     signal.signal(signal.SIGTERM, stop)
@@ -296,6 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"spark-cluster: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
+    started = True
     try:
         print(json.dumps({"master": cluster.master_url, "webui": cluster.webui_url, "workers": args.workers,
                           "root": str(cluster.root)}), flush=True)
