@@ -43,8 +43,8 @@ from armd.adapters.spark.session import build_session  # noqa: E402
 from armd.adapters.spark.sinks import ParquetSink  # noqa: E402
 
 SCENARIO = "count per key: window"
-BATCH = 4.0
-"""Event seconds per micro-batch (bench/migration.py's is 2): half the batches, whose scheduling dominates here."""
+BATCH = 6.0
+"""Event seconds per micro-batch (bench/migration.py's is 2): a third of the batches, whose scheduling dominates here."""
 
 
 class SharedParquetSink(ParquetSink):
