@@ -34,7 +34,7 @@ def use_this_python() -> None:
 
 
 def build_session(
-    master: str = "local[2]",
+    master: str | None = "local[2]",
     app_name: str = "armd",
     conf: Mapping[str, str] | None = None,
     *,
@@ -45,6 +45,8 @@ def build_session(
 ) -> SparkSession:
     """A SparkSession for armd (``getOrCreate``: a running session is reused and given these settings).
 
+    ``master`` None leaves the master to ``spark-submit --master`` (an
+    application submitted to a cluster); otherwise it replaces it.
     ``conf`` (e.g. ``[spark].conf`` of the configuration) overrides the
     defaults set here. ``state_store`` is ``hdfs`` or ``rocksdb``. With
     ``register_sources`` the ``armd-synthetic`` data source is registered.
@@ -72,7 +74,9 @@ def build_session(
         "spark.driver.extraJavaOptions": "-Dlog4j2.level=error -Xss16m",
     }
     settings.update({str(k): str(v) for k, v in (conf or {}).items()})
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

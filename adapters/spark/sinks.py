@@ -56,6 +56,16 @@ class BatchWriter:
         with self._lock:
             self._keep = keep
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark Connect pickles the foreachBatch function to run it in the server's Python: a lock does not pickle.
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         keep = self.keep
         if keep is not None:

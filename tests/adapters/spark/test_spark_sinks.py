@@ -80,3 +80,16 @@ def test_sql_sink_rejects_a_batch_of_another_shape(spark, tmp_path) -> None:  # 
     with pytest.raises(ValueError, match="has no column"):
         sink.writer("q")(spark.createDataFrame([(1,)], "other long"), 1)
     sink.close()
+
+
+def test_a_batch_writer_pickles_for_spark_connect(tmp_path) -> None:
+    """Spark Connect pickles the foreachBatch function into the server's Python: the writer must survive it, filter included."""
+    from pyspark import cloudpickle
+
+    from armd.adapters.spark.sinks import BatchWriter
+
+    writer = BatchWriter(ParquetSink(tmp_path), "q", 3, keep=before("window.end", 10.0))
+    copy = cloudpickle.loads(cloudpickle.dumps(writer))
+    assert (copy.query, copy.plan_version, copy.sink.root) == ("q", 3, tmp_path) and copy.keep is not None
+    copy.keep = None  # the copy's lock works and is its own
+    assert writer.keep is not None
