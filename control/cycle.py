@@ -217,7 +217,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     seconds = max((s.interval_seconds for s in observation.streams), default=setup.observe_seconds)
     history = state.history
     if setup.forecast.enabled:
-        history = replace(history, limit=setup.forecast.history).add(now * setup.time_unit_seconds, {
+        history = replace(history, limit=setup.forecast.history).restart(rates.stepped).add(now * setup.time_unit_seconds, {
             s.stream: s.rows / s.interval_seconds for s in observation.streams if s.interval_seconds > 0 and s.stream in model.stream_names})
     selectivities = state.selectivities.observe({
         node: sel for q in observation.queries if q.query in admitted
