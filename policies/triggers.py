@@ -32,6 +32,10 @@ from typing import Mapping
 
 from scipy.stats import binomtest
 
+STEP_HOUR_SECONDS = 3600.0
+"""A step is tested every interval, so its level is the significance spread over an hour of intervals (Bonferroni):
+at a steady rate, a false step happens with about that probability per hour, not per interval."""
+
 MIN_ROWS = 1.0
 """A stream's rate is estimated once its decayed count reaches this many arrivals."""
 
@@ -207,7 +211,7 @@ class ArrivalTracker:
             return False
         recent = Counts(rows / seconds, seconds)
         return (abs(recent.rate - reference.rate) > self.rules.threshold * reference.rate
-                and rate_change_p(recent, reference) < self.rules.significance)
+                and rate_change_p(recent, reference) < self.rules.significance * min(1.0, seconds / STEP_HOUR_SECONDS))
 
     def rate_test(self, stream: str) -> tuple[float, float]:
         """(relative change of d, p-value of the rate change) since the last decision, for one decided stream."""

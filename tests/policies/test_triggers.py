@@ -129,3 +129,13 @@ def test_noise_and_a_ramp_never_restart_and_without_the_test_nothing_does():
             tracker = tracker.decide_with()
     untested = warmed(rng, {"s": 50.0}, rules=TriggerRules(window_seconds=5.0, significance=1.0))
     assert not poisson(untested, rng, {"s": 200.0}, 1.0).stepped
+
+
+def test_an_hour_of_poisson_noise_makes_no_step():
+    rng = np.random.default_rng(11)
+    tracker = warmed(rng, {"a": 50.0, "b": 20.0})
+    steps = 0
+    for _ in range(3600):
+        tracker = poisson(tracker, rng, {"a": 50.0, "b": 20.0}, 1.0)
+        steps += len(tracker.stepped)
+    assert steps == 0
