@@ -63,8 +63,8 @@ def stage(held: float, extra: Mapping[str, float], memory_bound: float, cuts: Co
     says which): when none fits, they all start together (the state held
     drops once the longest of them has drained, where one after another it
     drops only after the sum of their durations), and a migration that
-    grows waits — it would only add its extra state to a bound already
-    broken.
+    grows waits while the state held is over the bound already — it would
+    only add its extra state to the breach.
     """
     if memory_bound <= 0:
         raise ValueError(f"memory_bound must be > 0, got {memory_bound!r}")
@@ -80,7 +80,9 @@ def stage(held: float, extra: Mapping[str, float], memory_bound: float, cuts: Co
             total += extra[query]
     over = False
     if order and not now:
-        now = [q for q in order if q in cuts] if cuts is not None else [order[0]]
+        now = [q for q in order if q in cuts] if cuts is not None else []
+        if not now and (cuts is None or held <= memory_bound):
+            now = [order[0]]
         total, over = float(held) + sum(extra[q] for q in now), bool(now)
     later = tuple(q for q in order if q not in now)
     return Staging(tuple(now), later, total, over, float(held), {q: float(extra[q]) for q in order})

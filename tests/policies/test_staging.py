@@ -66,4 +66,5 @@ def test_over_the_bound_every_cut_starts_at_once_and_a_growth_waits():
     assert "a, b" in out.over_bound_message(200.0) or "b, a" in out.over_bound_message(200.0)
     only_growth = stage(250.0, {"grow": 5.0}, 200.0, cuts=[])
     assert only_growth.now == () and only_growth.later == ("grow",) and not only_growth.over_bound
+    assert stage(190.0, {"grow": 50.0}, 200.0, cuts=[]).now == ("grow",)  # under the bound: runs alone, as before
     assert stage(250.0, {"grow": 5.0}, 200.0).now == ("grow",)  # the caller does not say which are cuts: as before
