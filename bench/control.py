@@ -421,7 +421,10 @@ def shedding_ratio() -> tuple[float | None, str | None]:
         from shedding import reduction_vs_shedding  # type: ignore[import-not-found]  # bench/shedding.py (h-shed)
     except ImportError:
         return None, "bench/shedding.py (load shedding, h-shed) is not on this branch yet"
-    result = reduction_vs_shedding()
+    try:
+        result = reduction_vs_shedding()
+    except Exception as exc:  # noqa: BLE001 - a Spark failure there must not lose the scenarios' figures
+        return None, f"bench/shedding.py failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return result.get("reduction_over_shedding_results"), None
 
 

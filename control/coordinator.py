@@ -23,6 +23,7 @@ from armd.migrations.genmig import Migration
 from armd.policies.staging import Staging, stage
 
 from .errors import TemporaryError
+from .model import shrinks
 from .ports import ActualState, Applier, LiveApplier, QuerySettings, ResumableApplier, Store
 from .records import new_id
 
@@ -100,15 +101,20 @@ def stage_changes(changes: Mapping[str, tuple[QuerySettings | None, QuerySetting
     live = isinstance(applier, LiveApplier)
     extra = {q: float(applier.transient_memory(q, old, new, new_memory.get(q, 0.0))) if live and old is not None else 0.0  # type: ignore[attr-defined]
              for q, (old, new) in changes.items()}
-    return stage(held, extra, memory_bound)
+    return stage(held, extra, memory_bound, [q for q, (old, new) in changes.items() if shrinks(old, new)])
 
 
 def staged_message(staging: Staging, memory_bound: float) -> tuple[str, str] | None:
     """The ``migrations_staged`` event's severity and message, or None when every migration starts now."""
     if not (staging.later or staging.over_bound):
         return None
-    message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
-               f"running them together would hold more than the memory bound {memory_bound:,.0f} B" if staging.later else "")
+    message = ""
+    if staging.later and not staging.now:
+        message = (f"migrations of {', '.join(staging.later)} wait: growing them would add their extra state to "
+                   f"a memory bound {memory_bound:,.0f} B already broken")
+    elif staging.later:
+        message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
+                   f"running them together would hold more than the memory bound {memory_bound:,.0f} B")
     if staging.over_bound:
         message = staging.over_bound_message(memory_bound) + (f"; {message}" if message else "")
     return ("warning" if staging.over_bound else "info"), message
@@ -281,7 +287,7 @@ class Coordinator:
             new_memory = self.estimate({**in_force, **{q: new for q, (_, new) in waiting.items()}})[1]
         staging = stage_changes(waiting, held, {q: float(new_memory.get(q, 0.0)) for q in waiting}, self.ports.applier,
                                 self.memory_bound)
-        said = staged_message(staging, self.memory_bound)
+        said = staged_message(staging, self.memory_bound) if staging.now else None  # still waiting: said when decided
         if said is not None:
             self.ports.emit("migrations_staged", said[0], said[1], None, staging.as_json())
         return staging

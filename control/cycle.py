@@ -48,7 +48,7 @@ from . import feedback
 from .forecasting import forecast_d
 from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, fractions_of, key_match, longest_window, same_settings,
-                    settings_of)
+                    settings_of, shrinks)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .pricing import price
 from .records import decision_record, json_safe, new_id
@@ -222,7 +222,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     seconds = max((s.interval_seconds for s in observation.streams), default=setup.observe_seconds)
     history = state.history
     if setup.forecast.enabled:
-        history = replace(history, limit=setup.forecast.history).add(now * setup.time_unit_seconds, {
+        history = replace(history, limit=setup.forecast.history).restart(rates.stepped).add(now * setup.time_unit_seconds, {
             s.stream: s.rows / s.interval_seconds for s in observation.streams if s.interval_seconds > 0 and s.stream in model.stream_names})
     selectivities = state.selectivities.observe({
         node: sel for q in observation.queries if q.query in admitted
@@ -314,10 +314,13 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
         trigger = trigger or f"join order of {', '.join(repr(c.query) for c in proposals)} changed"
     elif changes.model:
         trigger = trigger or "join order in force changed"
-    if trigger is None and state.estimate_over and state.last_feasible:
+    pending = any(not row.recommend_only and not same_settings(snapshot.running.get(q), row.settings)
+                  for q, row in snapshot.desired.items())
+    if trigger is None and state.estimate_over and state.last_feasible and not pending:
         # Rates can creep up by less than the threshold each time and still carry the settings in force
         # through the reserve and over the bounds; re-deciding is due then too (not when even the
-        # minimum did not fit).
+        # minimum did not fit, nor while the last decision's settings are still being put into force:
+        # deciding again each second on noisy rates only moves the target of the migrations waiting).
         trigger = "the estimate of the settings in force exceeds the bounds"
     trigger = trigger or feedback.trigger(state.feedback)
     done = Tick(state, model, tuple(admissions), removed, tuple(failures))
@@ -432,7 +435,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     decision = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
-    guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d)
+    guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
     duration_ms = (timer() - started) * 1e3
 
     proposed = settings_of(problem, decision.fw, decision.fg, decision.fd)
@@ -498,15 +501,20 @@ def _stage(changes: Mapping[str, tuple[QuerySettings | None, QuerySettings]], he
     """Which changes migrate now: the applier's extra state while a migration runs must fit the memory bound."""
     extra = {q: 0.0 if transient is None or old is None else float(transient(q, old, new, memory.get(q, 0.0)))
              for q, (old, new) in changes.items()}
-    return stage(held, extra, bound)
+    return stage(held, extra, bound, [q for q, (old, new) in changes.items() if shrinks(old, new)])
 
 
 def staged_events(staging: Staging, bound: float, at: datetime) -> list[EventRecord]:
     """``migrations_staged`` when some migrations wait for others, or one runs over the bound alone."""
     if not (staging.later or staging.over_bound):
         return []
-    message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
-               f"running them together would hold more than the memory bound {bound:,.0f} B" if staging.later else "")
+    message = ""
+    if staging.later and not staging.now:
+        message = (f"migrations of {', '.join(staging.later)} wait: growing them would add their extra state to "
+                   f"a memory bound {bound:,.0f} B already broken")
+    elif staging.later:
+        message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
+                   f"running them together would hold more than the memory bound {bound:,.0f} B")
     if staging.over_bound:
         message = staging.over_bound_message(bound) + (f"; {message}" if message else "")
     return [EventRecord(at, "migrations_staged", "warning" if staging.over_bound else "info", message, None,

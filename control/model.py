@@ -152,6 +152,14 @@ def same_settings(a: QuerySettings | None, b: QuerySettings) -> bool:
             and a.drop_rate == b.drop_rate)
 
 
+def shrinks(a: QuerySettings | None, b: QuerySettings) -> bool:
+    """Whether ``b`` only cuts ``a``'s windows (no window grows, one gets smaller; granularity and drop rate the same)."""
+    if a is None or a.granularity != b.granularity or a.drop_rate != b.drop_rate:
+        return False
+    old = dict(a.windows)
+    return all(n in old and w <= old[n] for n, w in b.windows.items()) and any(w < old[n] for n, w in b.windows.items())
+
+
 def fractions_of(problem: Problem, running: Mapping[str, QuerySettings]) -> tuple[np.ndarray, np.ndarray]:
     """The fractions in force per query of ``problem`` (0 for a query not started yet)."""
     fw = np.array([running[q].fw if q in running else 0.0 for q in problem.queries])

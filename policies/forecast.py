@@ -60,6 +60,12 @@ class RateHistory:
                 points[stream] = (*points.get(stream, ()), (float(at_seconds), float(rate)))[-self.limit:]
         return replace(self, points=points)
 
+    def restart(self, streams: frozenset[str] | set[str]) -> RateHistory:
+        """Forget the points of ``streams`` (their rate stepped: a trend fitted across a step is no trend)."""
+        if not streams:
+            return self
+        return replace(self, points={s: p for s, p in self.points.items() if s not in streams})
+
 
 @dataclass(frozen=True)
 class Forecast:

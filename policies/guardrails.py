@@ -5,7 +5,10 @@ given what is running now and when each query last changed. They damp noise
 (hysteresis), stop flapping (cool-down) and limit shocks (maximum step), but
 they never hold the system over its bounds: when the guarded setting would
 break a bound that the proposal meets, every reduction of the proposal is
-applied in full. A dry run records the decision and applies nothing.
+applied in full. Changes held back by the hysteresis alone may use the
+reserve (the bound itself, not the usable bound, must hold): the reserve is
+there for the estimate's noise, and each forced cut is a migration. A dry
+run records the decision and applies nothing.
 
 A drop rate (load shedding) migrates no state, so it is not stepped: it is
 held by hysteresis and cool-down like a fraction and otherwise applied as
@@ -101,7 +104,11 @@ def guard(
     outcome = problem.evaluate(fw, fg, stream_d, fd=fd)
 
     forced = np.zeros(len(names), dtype=bool)
-    if not outcome.fits(bounds):
+    # The reserve absorbs the estimate's noise: when only the hysteresis holds changes back (a cut of a tenth of
+    # a second is a migration too), they are not forced while what is held stays within the bounds themselves.
+    asked = (proposal_fw != running.fw) | (proposal_fg != running.fg) | (want_fd != run_fd)
+    tolerant = bool(np.any(small & asked)) and not np.any(cooling & asked & ~small)
+    if not (outcome.fits_budget(bounds.memory, bounds.cpu) if tolerant else outcome.fits(bounds)):
         proposed = problem.evaluate(proposal_fw, proposal_fg, stream_d, fd=proposal_fd)
         if proposed.fits(bounds):
             reduce_w, reduce_g, reduce_d = proposal_fw < fw, proposal_fg < fg, want_fd < fd
@@ -118,7 +125,6 @@ def guard(
         return tuple(names[i] for i in np.flatnonzero(mask))
 
     kept = (fw == running.fw) & (fg == running.fg) & (fd == run_fd)
-    asked = (proposal_fw != running.fw) | (proposal_fg != running.fg) | (want_fd != run_fd)
     held_now = hold & kept & asked
     return Guarded(fw, fg, outcome, not rails.dry_run, listed(held_now), listed(limited & ~forced), listed(forced),
                    None if proposal_fd is None and running.fd is None else fd)

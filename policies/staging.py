@@ -16,7 +16,7 @@ extra state from the corrected estimate of its query); nothing is measured here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Collection, Mapping
 
 
 @dataclass(frozen=True)
@@ -40,13 +40,18 @@ class Staging:
 
     def over_bound_message(self, bound: float) -> str:
         """Why the first migration runs alone over the bound: its own extra state and the state already held, apart."""
+        if len(self.now) > 1:
+            extra = sum(self.extra.get(q, 0.0) for q in self.now)
+            return (f"the migrations of {', '.join(self.now)} cut state and hold {extra:,.0f} B of extra state while they "
+                    f"run; with the {self.held:,.0f} B held now that is {self.peak_memory:,.0f} B, over the memory bound "
+                    f"{bound:,.0f} B; they run together, which frees the state soonest")
         query = self.now[0]
         return (f"the migration of {query} holds {self.extra.get(query, 0.0):,.0f} B of extra state while it runs; with the "
                 f"{self.held:,.0f} B held now that is {self.peak_memory:,.0f} B, over the memory bound {bound:,.0f} B; "
                 "no smaller step exists, so it runs alone")
 
 
-def stage(held: float, extra: Mapping[str, float], memory_bound: float) -> Staging:
+def stage(held: float, extra: Mapping[str, float], memory_bound: float, cuts: Collection[str] | None = None) -> Staging:
     """Which of the migrations (query → extra bytes while it runs) can run at once on top of ``held`` bytes.
 
     Greedy by ascending extra state, so that as many migrations as possible
@@ -54,7 +59,12 @@ def stage(held: float, extra: Mapping[str, float], memory_bound: float) -> Stagi
     order of ``extra``. A migration without extra state (a restart) always
     fits. When none fits, the cheapest runs alone (``over_bound``): waiting
     would not make room, since the held state only shrinks once settings
-    change.
+    change. ``cuts`` are migrations to smaller settings (when the caller
+    says which): when none fits, they all start together (the state held
+    drops once the longest of them has drained, where one after another it
+    drops only after the sum of their durations), and a migration that
+    grows waits while the state held is over the bound already — it would
+    only add its extra state to the breach.
     """
     if memory_bound <= 0:
         raise ValueError(f"memory_bound must be > 0, got {memory_bound!r}")
@@ -70,6 +80,9 @@ def stage(held: float, extra: Mapping[str, float], memory_bound: float) -> Stagi
             total += extra[query]
     over = False
     if order and not now:
-        now, total, over = [order[0]], float(held) + extra[order[0]], True
+        now = [q for q in order if q in cuts] if cuts is not None else []
+        if not now and (cuts is None or held <= memory_bound):
+            now = [order[0]]
+        total, over = float(held) + sum(extra[q] for q in now), bool(now)
     later = tuple(q for q in order if q not in now)
     return Staging(tuple(now), later, total, over, float(held), {q: float(extra[q]) for q in order})

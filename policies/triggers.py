@@ -32,6 +32,10 @@ from typing import Mapping
 
 from scipy.stats import binomtest
 
+STEP_HOUR_SECONDS = 3600.0
+"""A step is tested every interval, so its level is the significance spread over an hour of intervals (Bonferroni):
+at a steady rate, a false step happens with about that probability per hour, not per interval."""
+
 MIN_ROWS = 1.0
 """A stream's rate is estimated once its decayed count reaches this many arrivals."""
 
@@ -167,6 +171,8 @@ class ArrivalTracker:
     """The d each stream had at the last decision."""
     counts: Mapping[str, Counts] = field(default_factory=dict)
     decided_counts: Mapping[str, Counts] = field(default_factory=dict)
+    stepped: frozenset[str] = frozenset()
+    """Streams whose latest interval was a step (``_step``): their estimate restarted there."""
 
     @property
     def threshold(self) -> float:
@@ -178,15 +184,34 @@ class ArrivalTracker:
         An interval without arrivals counts (it lowers the rate); until a
         stream's decayed count reaches ``MIN_ROWS`` its d keeps its last value.
         """
-        counts, smoothed = dict(self.counts), dict(self.smoothed)
+        counts, smoothed, stepped = dict(self.counts), dict(self.smoothed), set()
         for stream, (rows, seconds) in arrivals.items():
             if not (math.isfinite(seconds) and seconds > 0 and rows >= 0):
                 continue
+            if self._step(stream, float(rows), float(seconds)):
+                counts[stream] = Counts()  # a step: the counts before it describe a rate that no longer holds
+                stepped.add(stream)
             c = counts.get(stream, Counts()).add(float(rows), float(seconds), self.rules.window_seconds)
             counts[stream] = c
             if c.rows >= MIN_ROWS:
                 smoothed[stream] = 1.0 / c.rate / unit_seconds
-        return replace(self, counts=counts, smoothed=smoothed)
+        return replace(self, counts=counts, smoothed=smoothed, stepped=frozenset(stepped))
+
+    def _step(self, stream: str, rows: float, seconds: float) -> bool:
+        """One interval alone is significantly and past the threshold off the current estimate: a step.
+
+        Smoothing a step over the time window would make the first decisions after it use a rate
+        between the old and the new one (a burst ×4 seen as ×1.5 a second in), each a migration;
+        restarting the estimate from the interval decides once on the new rate. A ramp moves the
+        estimate along with it, so its intervals are not steps. Only with the significance test on
+        (below 1): without it a step cannot be told from noise.
+        """
+        reference = self.counts.get(stream) if stream in self.decided else None
+        if self.rules.significance >= 1 or reference is None or reference.seconds <= 0 or reference.rate <= 0:
+            return False
+        recent = Counts(rows / seconds, seconds)
+        return (abs(recent.rate - reference.rate) > self.rules.threshold * reference.rate
+                and rate_change_p(recent, reference) < self.rules.significance * min(1.0, seconds / STEP_HOUR_SECONDS))
 
     def rate_test(self, stream: str) -> tuple[float, float]:
         """(relative change of d, p-value of the rate change) since the last decision, for one decided stream."""

@@ -119,5 +119,8 @@ def test_staging_asks_only_a_live_applier_for_extra_state():
     severity, message = staged_message(live, 1000.0)
     assert severity == "info" and "migrations of q2 wait until those of new, q1 have finished" in message
     assert staged_message(plain, 1000.0) is None
-    alone = stage_changes({"q1": changes["q1"]}, 900.0, {"q1": 100.0}, LiveFake(extra=400.0), 1000.0)
-    assert alone.over_bound and staged_message(alone, 1000.0)[0] == "warning"
+    alone = stage_changes({"q1": (settings(20.0), settings(10.0))}, 900.0, {"q1": 100.0}, LiveFake(extra=400.0), 1000.0)
+    assert alone.now == ("q1",) and alone.over_bound and staged_message(alone, 1000.0)[0] == "warning"
+    growth = stage_changes({"q1": changes["q1"]}, 1100.0, {"q1": 100.0}, LiveFake(extra=400.0), 1000.0)
+    assert growth.now == () and growth.later == ("q1",) and not growth.over_bound  # a growth never breaks the bound
+    assert "already broken" in staged_message(growth, 1000.0)[1]

@@ -284,3 +284,29 @@ def test_a_cut_the_bounds_require_is_never_priced_away(tmp_path):
     verdicts = {q: c["verdict"] for q, c in tick.decision.outputs["migration_cost"].items()}
     assert set(tick.changes) <= {q for q, v in verdicts.items() if v in ("required", "applied")}
     assert "required" in verdicts.values()
+
+
+def test_an_estimate_over_the_bounds_does_not_redecide_while_the_last_decision_is_still_being_put_into_force(tmp_path):
+    """Re-deciding each second on noisy rates while the migrations wait would only move their target."""
+    setup, model, state = example(tmp_path)
+    tick = first(setup, model, state)
+    running = {q: new for q, (_, new) in tick.changes.items()}
+    query = next(iter(running))
+    smaller = replace(running[query], windows={n: w / 2 for n, w in running[query].windows.items()})
+    pending = {query: replace(tick.desired[0], query=query, settings=smaller, plan_version=2)}
+    waiting = decide(setup, model, replace(tick.state, estimate_over=True), Snapshot(AT, 1.0, running, desired=pending))
+    assert waiting.decision is None
+    put = decide(setup, model, replace(tick.state, estimate_over=True),
+                 Snapshot(AT, 1.0, {**running, query: smaller}, desired=pending))
+    assert put.decision.trigger == "the estimate of the settings in force exceeds the bounds"
+
+
+def test_shrinks_is_a_cut_of_windows_only():
+    from armd.control.model import shrinks
+    from armd.control.ports import QuerySettings
+
+    old = QuerySettings(1.0, 0.0, {"w": 30.0, "v": 10.0}, None, 1.0)
+    assert shrinks(old, replace(old, windows={"w": 20.0, "v": 10.0}))
+    assert not shrinks(old, old) and not shrinks(None, old)
+    assert not shrinks(old, replace(old, windows={"w": 20.0, "v": 11.0}))
+    assert not shrinks(old, replace(old, windows={"w": 20.0, "v": 10.0}, drop_rate=0.1))

@@ -48,3 +48,14 @@ def test_the_history_is_bounded_and_keeps_the_latest():
 def test_rules_out_of_their_domain_are_refused(kwargs, words):
     with pytest.raises(ValueError, match=words):
         ForecastRules(**kwargs)
+
+
+def test_a_step_forgets_the_history_so_no_trend_is_fitted_across_it():
+    """Holt fitted across a ×4 step sees a steep trend and forecasts far above the new level (350 for 200); after ``restart``
+    the forecast is the new level."""
+    points = tuple((float(t), 50.0) for t in range(30)) + tuple((float(t), 200.0) for t in range(30, 33))
+    history = RateHistory(60, {"s": points, "other": points})
+    assert forecast(history.points["s"], 32.0).rate > 300.0
+    history = history.restart({"s"}).add(33.0, {"s": 200.0})
+    assert forecast(history.points["s"], 32.0) == pytest.approx(forecast(((33.0, 200.0),), 32.0))
+    assert history.points["other"] == points

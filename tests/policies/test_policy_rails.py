@@ -164,3 +164,19 @@ def test_trajectory_of_a_setting_that_never_fits_has_no_hold_time() -> None:
     tight = Bounds(memory=float(now.total_memory) / 2, cpu=float(now.total_cpu) * 2)
     path = predict(problem, tight, 5.0, (w, g, now), (w, g, now))
     assert path.bounds_hold_at is None and path.times.tolist() == [5.0]
+
+
+def test_hysteresis_holds_a_tiny_cut_within_the_reserve_but_not_past_the_bound() -> None:
+    """Running at 0.5 is 1 % over the usable bound (10 % reserve), the proposal 0.48 (which fits): too small to be worth a
+    migration, and the reserve is there for such noise. Over the bound itself the same cut is forced."""
+    problem = window_problem()
+    held = float(problem.evaluate(np.array([0.5, 0.5]), np.zeros(2)).total_memory)
+    cpu = float(problem.evaluate(np.array([1.0, 1.0]), np.zeros(2)).total_cpu) * 10
+    within_reserve = Bounds(memory=held / 0.9 / 1.01, cpu=cpu, reserve=0.1)
+    out = guard(problem, within_reserve, np.array([0.48, 0.5]), np.zeros(2), running([0.5, 0.5]),
+                Guardrails(hysteresis=0.05), now=100)
+    assert out.fw.tolist() == [0.5, 0.5] and out.forced == () and out.held == ("p",)
+    past_bound = Bounds(memory=held / 1.01, cpu=cpu)  # no reserve: the usable bound is the bound
+    out = guard(problem, past_bound, np.array([0.46, 0.5]), np.zeros(2), running([0.5, 0.5]),
+                Guardrails(hysteresis=0.05), now=100)
+    assert out.fw.tolist() == [0.46, 0.5] and out.forced == ("p",)

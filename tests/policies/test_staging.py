@@ -56,3 +56,15 @@ def test_staging_partitions_the_migrations_and_keeps_the_bound_unless_it_says_no
         assert len(staging.now) == 1 and held + extra[staging.now[0]] > bound
     if extra:
         assert staging.now  # something always moves
+
+
+def test_over_the_bound_every_cut_starts_at_once_and_a_growth_waits():
+    """Held state already over the bound: waiting frees nothing, so the cuts run together (the state drops after
+    the longest of them, not their sum); a growth would only add to the breach, so it waits."""
+    out = stage(250.0, {"a": 30.0, "b": 10.0, "grow": 5.0}, 200.0, cuts=["a", "b"])
+    assert out.now == ("b", "a") and out.later == ("grow",) and out.over_bound
+    assert "a, b" in out.over_bound_message(200.0) or "b, a" in out.over_bound_message(200.0)
+    only_growth = stage(250.0, {"grow": 5.0}, 200.0, cuts=[])
+    assert only_growth.now == () and only_growth.later == ("grow",) and not only_growth.over_bound
+    assert stage(190.0, {"grow": 50.0}, 200.0, cuts=[]).now == ("grow",)  # under the bound: runs alone, as before
+    assert stage(250.0, {"grow": 5.0}, 200.0).now == ("grow",)  # the caller does not say which are cuts: as before

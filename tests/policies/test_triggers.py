@@ -105,3 +105,37 @@ def test_the_old_alpha_becomes_its_window():
 def test_rules_out_of_their_domain_are_refused(kwargs, words):
     with pytest.raises(ValueError, match=words):
         TriggerRules(**kwargs)
+
+
+def test_a_step_restarts_the_estimate_so_the_first_decision_uses_the_new_rate():
+    """A ×4 step: smoothed over 5 s the rate a second in would be about ×1.5; the step restarts the estimate at once."""
+    rng = np.random.default_rng(3)
+    tracker = warmed(rng, {"s": 50.0})
+    tracker = poisson(tracker, rng, {"s": 200.0}, 1.0)
+    assert tracker.stepped == frozenset({"s"})
+    assert 1.0 / tracker.smoothed["s"] == pytest.approx(200.0, rel=0.15)
+    assert tracker.drifted() == frozenset({"s"})
+    tracker = poisson(tracker.decide_with(), rng, {"s": 200.0}, 1.0)
+    assert tracker.stepped == frozenset()
+
+
+def test_noise_and_a_ramp_never_restart_and_without_the_test_nothing_does():
+    rng = np.random.default_rng(5)
+    tracker = warmed(rng, {"s": 50.0})
+    for i in range(120):  # ×4 over 2 minutes in 24 steps, decided on as it goes
+        tracker = poisson(tracker, rng, {"s": 50.0 * (1 + 3 * (i // 5 + 1) / 24)}, 1.0)
+        assert not tracker.stepped
+        if tracker.drifted():
+            tracker = tracker.decide_with()
+    untested = warmed(rng, {"s": 50.0}, rules=TriggerRules(window_seconds=5.0, significance=1.0))
+    assert not poisson(untested, rng, {"s": 200.0}, 1.0).stepped
+
+
+def test_an_hour_of_poisson_noise_makes_no_step():
+    rng = np.random.default_rng(11)
+    tracker = warmed(rng, {"a": 50.0, "b": 20.0})
+    steps = 0
+    for _ in range(3600):
+        tracker = poisson(tracker, rng, {"a": 50.0, "b": 20.0}, 1.0)
+        steps += len(tracker.stepped)
+    assert steps == 0
