@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable, Collection, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from armd.policies.guardrails import Guarded, Running, guard
 from armd.policies.join_order import JoinOrderState, JoinStats
 from armd.policies.join_order import decide as decide_join_order
 from armd.policies.problem import Problem
-from armd.policies.staging import Staging, stage
+from armd.policies.staging import Staging
 from armd.policies.trajectory import predict
 from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, decision_due
 
@@ -48,14 +48,13 @@ from . import feedback
 from .forecasting import forecast_d
 from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, fractions_of, key_match, longest_window, same_settings,
-                    settings_of, shrinks)
+                    settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
+from .desired import TransientMemory, stage_changes, staged_events
 from .pricing import price
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
-TransientMemory = Callable[[str, QuerySettings, QuerySettings, float], float]
-"""Extra bytes a migration holds while it runs: (query, old, new, estimated memory of new) → bytes."""
 
 
 @dataclass(frozen=True)
@@ -450,7 +449,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         trajectory = predict(problem, bounds, now, (*problem.values(running.fw, running.fg), old_outcome),
                              (*problem.values(guarded.fw, guarded.fg), guarded.outcome))
     memory = {q: float(guarded.outcome.query_memory[i]) for i, q in enumerate(problem.queries)}
-    staging = _stage(settings_changes, held, memory, snapshot.transient_memory, bounds.memory)
+    staging = stage_changes(settings_changes, held, memory, snapshot.transient_memory, bounds.memory)
     joins = {c.query: c for c in proposals}
     cooling = {q for q in guarded.held if now - snapshot.changed_at.get(q, -math.inf) < rails.cooldown}
     record = decision_record(
@@ -494,38 +493,3 @@ def _running(problem: Problem, snapshot: Snapshot) -> Running | None:
     fw, fg = fractions_of(problem, snapshot.running)
     return Running(fw, fg, np.array([snapshot.changed_at.get(q, math.nan) for q in problem.queries]),
                    drops_of(problem, snapshot.running))
-
-
-def _stage(changes: Mapping[str, tuple[QuerySettings | None, QuerySettings]], held: float, memory: Mapping[str, float],
-           transient: TransientMemory | None, bound: float) -> Staging:
-    """Which changes migrate now: the applier's extra state while a migration runs must fit the memory bound."""
-    extra = {q: 0.0 if transient is None or old is None else float(transient(q, old, new, memory.get(q, 0.0)))
-             for q, (old, new) in changes.items()}
-    return stage(held, extra, bound, [q for q, (old, new) in changes.items() if shrinks(old, new)])
-
-
-def staged_events(staging: Staging, bound: float, at: datetime) -> list[EventRecord]:
-    """``migrations_staged`` when some migrations wait for others, or one runs over the bound alone."""
-    if not (staging.later or staging.over_bound):
-        return []
-    message = ""
-    if staging.later and not staging.now:
-        message = (f"migrations of {', '.join(staging.later)} wait: growing them would add their extra state to "
-                   f"a memory bound {bound:,.0f} B already broken")
-    elif staging.later:
-        message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
-                   f"running them together would hold more than the memory bound {bound:,.0f} B")
-    if staging.over_bound:
-        message = staging.over_bound_message(bound) + (f"; {message}" if message else "")
-    return [EventRecord(at, "migrations_staged", "warning" if staging.over_bound else "info", message, None,
-                        staging.as_json())]
-
-
-def not_asked_yet(rows: Sequence[DesiredSettings], desired: Mapping[str, DesiredSettings]) -> list[DesiredSettings]:
-    """``rows`` without those that repeat the last desired row of their query (same settings, order and flags): a new
-    version of the same request would restart the retries of a change that fails."""
-    def same(last: DesiredSettings | None, row: DesiredSettings) -> bool:
-        return (last is not None and same_settings(last.settings, row.settings) and json_safe(last.join_order) == json_safe(row.join_order)
-                and (last.recommend_only, last.may_start) == (row.recommend_only, row.may_start))
-
-    return [row for row in rows if not same(desired.get(row.query), row)]

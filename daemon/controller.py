@@ -33,7 +33,8 @@ from typing import Any, Callable
 from armd.adapters.alerts.alertmanager import RESOLVES
 from armd.adapters.store import applications
 from armd.adapters.store.sql import SqlStore
-from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, not_asked_yet, observe, orders_for_model
+from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, observe, orders_for_model
+from armd.control.desired import not_asked_yet
 from armd.control import feedback
 from armd.control.feedback import FeedbackState
 from armd.control.errors import TemporaryError
