@@ -26,7 +26,6 @@ import logging
 import os
 import socket
 import tempfile
-import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path

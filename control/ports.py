@@ -398,6 +398,15 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class Applications(Protocol):
+    """A store that also registers ``armd.agent`` applications (the SQL store from revision 0008)."""
+
+    def mark_gone_applications(self, timeout_seconds: float, at: datetime) -> list[str]:
+        """Applications silent for more than ``timeout_seconds`` become ``gone``, their queries removed; returns them."""
+        ...
+
+
 class AlertSink(Protocol):
     def alert(self, event: EventRecord) -> None:
         """Deliver an event; never raises (a failing hook is logged by the sink)."""

@@ -31,8 +31,6 @@ from typing import Any, Callable
 
 
 from armd.adapters.alerts.alertmanager import RESOLVES
-from armd.adapters.store import applications
-from armd.adapters.store.sql import SqlStore
 from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, observe, orders_for_model
 from armd.control.desired import not_asked_yet
 from armd.control import feedback
@@ -42,7 +40,7 @@ from armd.control.cpu_fit import CpuRefit, cpu_terms_now
 from armd.control.measured import STATEFUL_OPS
 from armd.control.model import build_model, memory_of
 from armd.control.outbox import Outbox
-from armd.control.ports import (AlertSink, Applier, DesiredSettings, EventRecord, JoinOrders, LiveApplier, QuerySettings,
+from armd.control.ports import (AlertSink, Applications, Applier, DesiredSettings, EventRecord, JoinOrders, LiveApplier, QuerySettings,
                                 StatsSource, Store)
 from armd.control.records import json_safe
 from armd.control.statistics import rejected_event, screen
@@ -319,12 +317,12 @@ class Controller:
 
     def applications_gone(self) -> None:
         """Mark ``armd.agent`` applications silent for ``store.application_timeout_seconds`` gone (their queries removed)."""
-        if not isinstance(self.store, SqlStore):
-            return  # only the SQL store has applications (revision 0008)
+        if not isinstance(self.store, Applications):
+            return  # a store without applications (the SQL store has them from revision 0008)
         at, timeout = self.clock(), self.config.store.application_timeout_seconds
 
         try:
-            gone = applications.mark_gone(self.store, timeout, at)
+            gone = self.store.mark_gone_applications(timeout, at)
         except TemporaryError as exc:  # the store is away: the next run looks again
             self.log.warning("store_unavailable", step="applications_gone", error=self.config.redact(str(exc)))
             return

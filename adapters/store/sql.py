@@ -33,7 +33,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, true, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
 from armd.adapters.store import lease as leases
@@ -782,6 +782,12 @@ class SqlStore:
             except InvalidHerald as exc:
                 raise InvalidHerald(f"heralds row {id}: {exc}") from None
         return out
+
+    def mark_gone_applications(self, timeout_seconds: float, at: datetime) -> list[str]:
+        """``control.ports.Applications``: see ``applications.mark_gone``."""
+        from armd.adapters.store import applications  # it imports this module
+
+        return applications.mark_gone(self, timeout_seconds, at)
 
     # -------------------------------------------------------------- helpers
 
