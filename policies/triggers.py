@@ -30,11 +30,14 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from scipy.stats import binomtest
+from scipy.stats import binomtest, norm
 
 STEP_HOUR_SECONDS = 3600.0
 """A step is tested every interval, so its level is the significance spread over an hour of intervals (Bonferroni):
 at a steady rate, a false step happens with about that probability per hour, not per interval."""
+
+EXACT_UP_TO = 10_000_000
+"""Counts up to this many arrivals get the exact test; larger ones its normal approximation."""
 
 MIN_ROWS = 1.0
 """A stream's rate is estimated once its decayed count reaches this many arrivals."""
@@ -157,7 +160,10 @@ def rate_change_p(recent: Counts, reference: Counts) -> float:
     exposure = recent.seconds + reference.seconds
     if n == 0 or recent.seconds <= 0 or reference.seconds <= 0:
         return 1.0
-    return float(binomtest(k, n, recent.seconds / exposure).pvalue)
+    share = recent.seconds / exposure
+    if n > EXACT_UP_TO:  # the binomial is normal here to any precision a trigger needs; exact would be slow (or overflow)
+        return float(2 * norm.sf(abs(k - n * share) / math.sqrt(n * share * (1 - share))))
+    return float(binomtest(k, n, share).pvalue)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from armd.policies.triggers import ArrivalTracker, Counts, RateTracker, TriggerRules, rate_change_p, window_of_alpha
+from armd.policies.triggers import EXACT_UP_TO, ArrivalTracker, Counts, RateTracker, TriggerRules, rate_change_p, window_of_alpha
 
 RULES = TriggerRules(window_seconds=5.0, threshold=0.2, significance=0.001)
 
@@ -139,3 +139,13 @@ def test_an_hour_of_poisson_noise_makes_no_step():
         tracker = poisson(tracker, rng, {"a": 50.0, "b": 20.0}, 1.0)
         steps += len(tracker.stepped)
     assert steps == 0
+
+
+def test_counts_beyond_the_exact_test_get_its_normal_approximation():
+    """A counter gone wrong (2**64 rows) must not break the cycle; large counts agree with the exact test's verdict."""
+    huge = rate_change_p(Counts(2.0**64, 1.0), Counts(10.0, 1.0))
+    assert huge == 0.0
+    steady = rate_change_p(Counts(EXACT_UP_TO, 1.0), Counts(EXACT_UP_TO, 1.0))
+    assert steady > 0.9
+    shifted = rate_change_p(Counts(EXACT_UP_TO * 1.01, 1.0), Counts(EXACT_UP_TO, 1.0))
+    assert shifted < 1e-6
