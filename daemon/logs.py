@@ -35,7 +35,9 @@ def configure(redact: Callable[[str], str], stream: TextIO | None = None, json_l
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        # One write per line (message and newline together): print() writes them apart, and a library's warning
+        # written by the standard logging module in between ran two lines together.
+        logger_factory=structlog.WriteLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
 
