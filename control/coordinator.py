@@ -20,10 +20,11 @@ from datetime import datetime
 from typing import Any, Callable, Mapping, Protocol
 
 from armd.migrations.genmig import Migration
-from armd.policies.staging import Staging, stage
+from armd.policies.staging import Staging
 
 from .errors import TemporaryError
-from .model import shrinks
+from .desired import stage_changes as stage_with
+from .desired import staged_message
 from .ports import ActualState, Applier, LiveApplier, QuerySettings, ResumableApplier, Store
 from .records import new_id
 
@@ -98,26 +99,8 @@ def stage_changes(changes: Mapping[str, tuple[QuerySettings | None, QuerySetting
     model's estimate per query of its new settings. An applier that is not
     live, and a query that does not run yet, hold nothing extra.
     """
-    live = isinstance(applier, LiveApplier)
-    extra = {q: float(applier.transient_memory(q, old, new, new_memory.get(q, 0.0))) if live and old is not None else 0.0  # type: ignore[attr-defined]
-             for q, (old, new) in changes.items()}
-    return stage(held, extra, memory_bound, [q for q, (old, new) in changes.items() if shrinks(old, new)])
-
-
-def staged_message(staging: Staging, memory_bound: float) -> tuple[str, str] | None:
-    """The ``migrations_staged`` event's severity and message, or None when every migration starts now."""
-    if not (staging.later or staging.over_bound):
-        return None
-    message = ""
-    if staging.later and not staging.now:
-        message = (f"migrations of {', '.join(staging.later)} wait: growing them would add their extra state to "
-                   f"a memory bound {memory_bound:,.0f} B already broken")
-    elif staging.later:
-        message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
-                   f"running them together would hold more than the memory bound {memory_bound:,.0f} B")
-    if staging.over_bound:
-        message = staging.over_bound_message(memory_bound) + (f"; {message}" if message else "")
-    return ("warning" if staging.over_bound else "info"), message
+    transient = applier.transient_memory if isinstance(applier, LiveApplier) else None
+    return stage_with(changes, held, new_memory, transient, memory_bound)
 
 
 class Coordinator:

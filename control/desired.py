@@ -29,21 +29,26 @@ def stage_changes(changes: Mapping[str, tuple[QuerySettings | None, QuerySetting
     return stage(held, extra, bound, [q for q, (old, new) in changes.items() if shrinks(old, new)])
 
 
-def staged_events(staging: Staging, bound: float, at: datetime) -> list[EventRecord]:
-    """``migrations_staged`` when some migrations wait for others, or one runs over the bound alone."""
+def staged_message(staging: Staging, memory_bound: float) -> tuple[str, str] | None:
+    """The ``migrations_staged`` event's severity and message, or None when every migration starts now."""
     if not (staging.later or staging.over_bound):
-        return []
+        return None
     message = ""
     if staging.later and not staging.now:
         message = (f"migrations of {', '.join(staging.later)} wait: growing them would add their extra state to "
-                   f"a memory bound {bound:,.0f} B already broken")
+                   f"a memory bound {memory_bound:,.0f} B already broken")
     elif staging.later:
         message = (f"migrations of {', '.join(staging.later)} wait until those of {', '.join(staging.now)} have finished: "
-                   f"running them together would hold more than the memory bound {bound:,.0f} B")
+                   f"running them together would hold more than the memory bound {memory_bound:,.0f} B")
     if staging.over_bound:
-        message = staging.over_bound_message(bound) + (f"; {message}" if message else "")
-    return [EventRecord(at, "migrations_staged", "warning" if staging.over_bound else "info", message, None,
-                        staging.as_json())]
+        message = staging.over_bound_message(memory_bound) + (f"; {message}" if message else "")
+    return ("warning" if staging.over_bound else "info"), message
+
+
+def staged_events(staging: Staging, bound: float, at: datetime) -> list[EventRecord]:
+    """``migrations_staged`` when some migrations wait for others, or one runs over the bound alone."""
+    said = staged_message(staging, bound)
+    return [] if said is None else [EventRecord(at, "migrations_staged", said[0], said[1], None, staging.as_json())]
 
 
 def not_asked_yet(rows: Sequence[DesiredSettings], desired: Mapping[str, DesiredSettings]) -> list[DesiredSettings]:
