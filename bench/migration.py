@@ -66,6 +66,7 @@ from armd.adapters.spark.session import build_session
 from armd.adapters.spark.sinks import MemorySink
 from armd.adapters.spark.source import Arrivals, SourceOptions, schedule_json
 from armd.adapters.synthetic import Schedule
+from armd.control.errors import NotReady
 from armd.costmodel.evaluate import estimate
 from armd.costmodel.plan import parse_plan
 from armd.migrations.genmig import transient_cost
@@ -327,7 +328,14 @@ def migrate(listener: ProgressListener, manager: QueryManager, sink: MemorySink,
     old_run = str(manager.get(name).query.runId)  # type: ignore[union-attr]
     new = scenario.params(scenario.new, start, where)
     if strategy == "genmig":
-        applier.migrate(name, new)
+        for attempt in range(10):  # NotReady is "not now": the daemon's coordinator tries again at its next round too
+            try:
+                applier.migrate(name, new)
+                break
+            except NotReady:
+                if attempt == 9:
+                    raise
+                time.sleep(0.5)
         deadline = time.monotonic() + 240
         while applier.advance() and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -216,13 +216,17 @@ class GenMigApplier:
         emits = str(_hint(managed, managed.params, "emits", "watermark"))
         # The listener may lag the run: a batch after the one whose progress places T_split may already have
         # written results past it. The old run's filter is set only if none has; else T_split is placed again.
+        # Results of the batch after the placing one are bounded by the data before it when they wait for the watermark.
+        allowance = 0 if emits == "arrival" else 1
+        run_id = str(managed.query.runId)
+        self.listener.wait_for_run(managed.query, timeout=SPLIT_WAIT_SECONDS)
         for _ in range(SPLIT_ATTEMPTS):
-            self.listener.wait_for_run(managed.query, timeout=SPLIT_WAIT_SECONDS)
             latest, positions, starts, t_split, span = self._place_split(query, managed, params, old_sources, new_sources)
-            # Results up to the next batch are bounded by this batch's data when they wait for the watermark.
-            written_safely = latest.last_executed_batch + (0 if emits == "arrival" else 1)
-            if managed.writer.keep_from(reference_filter(reference, t_split, "old"), written_safely):
+            if managed.writer.keep_from(reference_filter(reference, t_split, "old"), latest.last_executed_batch + allowance):
                 break
+            needed = (managed.writer.last_batch_id or 0) - allowance  # its progress places T_split past what was written
+            self.listener.wait_for(lambda: (r := self.listener.latest_of_run(run_id)) is not None
+                                   and r.last_executed_batch >= needed, SPLIT_WAIT_SECONDS)
         else:
             raise NotReady(f"query {query!r}: its progress reached armd late {SPLIT_ATTEMPTS} times running (the run "
                            f"has written batch {managed.writer.last_batch_id}, the newest progress is of batch "
