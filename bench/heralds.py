@@ -49,11 +49,13 @@ import random
 import statistics
 import sys
 import time
+from operator import itemgetter
 
-from armd.migrations.heralds import Herald, MultiModalJoin, MultiModalSelect, Partition, Partitioner, Range, conjunction
+from armd.migrations.heralds import Herald, MultiModalSelect, Partition, Partitioner, Range, conjunction
 from armd.migrations.heralds.creation import punctuate
 from armd.migrations.heralds.herald import hull
-from armd.migrations.heralds.join import merged_events, regular_join
+from armd.migrations.heralds.batchjoin import BatchJoin, MultiModalBatchJoin, time_batches
+from armd.migrations.heralds.predicates import compile_conjunction
 from armd.migrations.heralds.select import regular_select
 
 POSITION = {"a": 0, "b": 1, "ts": 2}
@@ -210,28 +212,61 @@ def join_side(rnd: random.Random, tuples: int, drop: float, offset: float, left:
     return stream
 
 
-def run_herald_join(left: list, right: list, window: float) -> tuple[list, MultiModalJoin]:
-    join = MultiModalJoin(JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
+SPAN = 100.0
+"""Micro-batch width of the joins, in time units (about 100 tuples per side and batch)."""
+
+
+def batch_bounds(*streams: list, ts: int = 3) -> list[float]:
+    end = max(r[ts] for s in streams for r in s if not isinstance(r, Herald))
+    return [SPAN * i for i in range(1, int(end // SPAN) + 1)]
+
+
+def micro_batches(streams: list[list], ts: int = 3) -> list[list[list]]:
+    """Each stream cut at the same timestamps: what each micro-batch of the query receives."""
+    bounds = batch_bounds(*streams, ts=ts)
+    return [time_batches(s, ts, bounds) for s in streams]
+
+
+def run_herald_join(left: list, right: list, window: float) -> tuple[list, MultiModalBatchJoin]:
+    join = MultiModalBatchJoin(JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
     lp, rp = Partitioner(JOIN_POSITION), Partitioner(JOIN_POSITION)
-    return join.run(merged_events(lp.feed(left), rp.feed(right), (3, 3)), []), join
+    out: list = []
+    for lb, rb in zip(left, right):
+        for chunk in join.process(lp.feed(lb), rp.feed(rb)):
+            out += chunk.pairs
+    return out, join
 
 
 def run_regular_join(left: list, right: list, window: float) -> list:
-    return regular_join(left, right, JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
+    join = BatchJoin(JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
+    out: list = []
+    for lb, rb in zip(left, right):
+        out += join.process(lb, rb)
+    return out
 
 
-def run_herald_select_join(left: list, right: list, window: float) -> tuple[list, MultiModalJoin]:
+def run_herald_select_join(left: list, right: list, window: float) -> tuple[list, MultiModalBatchJoin]:
     """L ⋈ σ(R): the select keeps partition ids, and the join is configured by them (§V.D)."""
-    join = MultiModalJoin(JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
+    join = MultiModalBatchJoin(JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
     select = MultiModalSelect(R_SELECT, JOIN_POSITION)
+    process = select.process
     lp, rp = Partitioner(JOIN_POSITION), Partitioner(JOIN_POSITION)
-    selected = [p for p in map(select.process, rp.feed(right)) if p is not None]
-    return join.run(merged_events(lp.feed(left), selected, (3, 3)), []), join
+    out: list = []
+    for lb, rb in zip(left, right):
+        selected = [p for p in map(process, rp.feed(rb)) if p is not None]
+        select.release(rp.closed)
+        for chunk in join.process(lp.feed(lb), selected):
+            out += chunk.pairs
+    return out, join
 
 
 def run_regular_select_join(left: list, right: list, window: float) -> list:
-    selected = regular_select(right, R_SELECT, JOIN_POSITION)
-    return regular_join(left, selected, JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
+    join = BatchJoin(JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
+    keep = compile_conjunction(R_SELECT, JOIN_POSITION)
+    out: list = []
+    for lb, rb in zip(left, right):
+        out += join.process(lb, [r for r in rb if keep(r)])
+    return out
 
 
 def join_case(tuples: int, drop: float, repeats: int, seed: int, window: float, with_select: bool = False) -> dict:
@@ -240,11 +275,13 @@ def join_case(tuples: int, drop: float, repeats: int, seed: int, window: float, 
     right_stream = join_side(rnd, tuples, drop, 0.5, False)
     left = [r for r in left_stream if not isinstance(r, Herald)]
     right = [r for r in right_stream if not isinstance(r, Herald)]
+    plain_batches = micro_batches([left, right])
+    herald_batches = micro_batches([left_stream, right_stream])
     plain_times, herald_times = [], []
     for _ in range(repeats):
-        t, plain_out = timed(run_regular_select_join if with_select else run_regular_join, left, right, window)
+        t, plain_out = timed(run_regular_select_join if with_select else run_regular_join, *plain_batches, window)
         plain_times.append(t)
-        t, (herald_out, join) = timed(run_herald_select_join if with_select else run_herald_join, left_stream, right_stream, window)
+        t, (herald_out, join) = timed(run_herald_select_join if with_select else run_herald_join, *herald_batches, window)
         herald_times.append(t)
     plain, herald = statistics.median(plain_times), statistics.median(herald_times)
     return {
@@ -253,8 +290,11 @@ def join_case(tuples: int, drop: float, repeats: int, seed: int, window: float, 
         "drop_rate": drop,
         "tuples": len(left) + len(right),
         "window": window,
+        "micro_batch_span": SPAN,
         "results": len(plain_out),
-        "partition_pairs": {a.name.lower(): n for a, n in join.pairs.items()},
+        "tuples_dropped_alone": join.dropped,
+        "run_meetings": {a.name.lower(): n for a, n in join.met.items()},
+        "predsat_runs": join.decisions,
         "without_heralds_s": round(plain, 5),
         "with_heralds_s": round(herald, 5),
         "time_ratio": round(herald / plain, 4),
@@ -264,7 +304,7 @@ def join_case(tuples: int, drop: float, repeats: int, seed: int, window: float, 
 
 CHAIN_KEYS = 200
 CHAIN_WINDOW = 200.0
-OUT_PARTITION = 50
+TS = itemgetter(3)
 
 
 def chain_stream(rnd: random.Random, tuples: int, drop: float, offset: float, first: bool) -> list:
@@ -284,51 +324,51 @@ def chain_stream(rnd: random.Random, tuples: int, drop: float, offset: float, fi
     return stream
 
 
-def run_regular_chain(streams: list[list]) -> list:
-    """((S0 ⋈ S1) ⋈ S2) ⋈ …: each join's output row is (k, R.a, R.b, later ts), the next join's left input."""
-    left = streams[0]
-    for right in streams[1:]:
-        out = regular_join(left, right, JOIN, CHAIN_POSITION, CHAIN_POSITION, window=CHAIN_WINDOW)
-        left = [(r[0], r[1], r[2], l[3] if l[3] > r[3] else r[3]) for l, r in out]
-    return left
+def run_regular_chain(streams: list[list[list]]) -> list:
+    """((S0 ⋈ S1) ⋈ S2) ⋈ …, a micro-batch at a time: each join's output row is (k, R.a, R.b, later ts),
+    sorted by ts (the next join's state is in timestamp order), the next join's left input."""
+    joins = [BatchJoin(JOIN, CHAIN_POSITION, CHAIN_POSITION, window=CHAIN_WINDOW) for _ in streams[1:]]
+    final: list = []
+    for batch in zip(*streams):
+        left = batch[0]
+        for join, right in zip(joins, batch[1:]):
+            left = sorted([(r[0], r[1], r[2], l[3] if l[3] > r[3] else r[3]) for l, r in join.process(left, right)], key=TS)
+        final += left
+    return final
 
 
-def run_herald_chain(streams: list[list]) -> list:
-    """The same chain of multi-modal joins. A join's output interleaves the partitions of the pairs that
-    produced it, so it is cut into partitions of about ``OUT_PARTITION`` rows, each announcing the hull
-    of its rows' right partitions' heralds on a and b (which the output rows keep): a truthful herald
-    that configures the next join (paper 002 §V.D)."""
-    left = Partitioner(CHAIN_POSITION).feed(streams[0])
+def run_herald_chain(streams: list[list[list]]) -> list:
+    """The same chain of multi-modal joins. A join's output in a micro-batch (sorted by ts, as above) is one
+    partition announcing the hull of the heralds of the right partitions that produced it, on a and b (which
+    the output rows keep): a truthful herald that configures the next join (paper 002 §V.D)."""
+    joins = [MultiModalBatchJoin(JOIN, CHAIN_POSITION, CHAIN_POSITION, window=CHAIN_WINDOW) for _ in streams[1:]]
+    partitioners = [Partitioner(CHAIN_POSITION) for _ in streams]
+    final: list = []
     pid = 0
-    for stream in streams[1:]:
-        right = Partitioner(CHAIN_POSITION).feed(stream)
-        part_of = {id(r): p for p in right for r in p.rows}
-        join = MultiModalJoin(JOIN, CHAIN_POSITION, CHAIN_POSITION, window=CHAIN_WINDOW)
-        out = join.run(merged_events(left, right, (3, 3)), [])
-        parts: list = []
-        for i in range(0, len(out), OUT_PARTITION):
-            rows, patterns, seen = [], None, None
-            for l, r in out[i : i + OUT_PARTITION]:
-                p = part_of[id(r)]
-                if p is not seen:
-                    seen = p
-                    patterns = p.herald if patterns is None else hull(patterns, p.herald)
-                rows.append((r[0], r[1], r[2], l[3] if l[3] > r[3] else r[3]))
+    for batch in zip(*streams):
+        left = partitioners[0].feed(batch[0])
+        for join, partitioner, right in zip(joins, partitioners[1:], batch[1:]):
+            rows, patterns = [], None
+            for chunk in join.process(left, partitioner.feed(right)):
+                rows += [(r[0], r[1], r[2], l[3] if l[3] > r[3] else r[3]) for l, r in chunk.pairs]
+                theirs = () if chunk.right is None else chunk.right  # anonymous: nothing announced
+                patterns = theirs if patterns is None else hull(patterns, theirs)
             pid += 1
-            parts.append(Partition(pid, patterns, rows))
-        left = parts
-    return [r for p in left for r in p.rows]
+            left = [Partition(pid, patterns, sorted(rows, key=TS))] if rows else []
+        final += [r for p in left for r in p.rows]
+    return final
 
 
 def chain_case(joins: int, tuples: int, drop: float, repeats: int, seed: int) -> dict:
     rnd = random.Random(seed)
     streams = [chain_stream(rnd, tuples, drop, i / (joins + 1), i == 0) for i in range(joins + 1)]
     plain_streams = [[r for r in s if not isinstance(r, Herald)] for s in streams]
+    plain_batches, herald_batches = micro_batches(plain_streams), micro_batches(streams)
     plain_times, herald_times = [], []
     for _ in range(repeats):
-        t, plain_out = timed(run_regular_chain, plain_streams)
+        t, plain_out = timed(run_regular_chain, plain_batches)
         plain_times.append(t)
-        t, herald_out = timed(run_herald_chain, streams)
+        t, herald_out = timed(run_herald_chain, herald_batches)
         herald_times.append(t)
     plain, herald = statistics.median(plain_times), statistics.median(herald_times)
     return {
