@@ -126,6 +126,19 @@ class StoreHeralds:
         return out
 
 
+    def timed(self, now: float, horizon: float = -math.inf) -> list[Herald]:
+        """For engines that place heralds by event time alone (Spark, where a batch has no order): every
+        seconds herald read so far whose span ends after ``horizon`` (e.g. the query's watermark).
+        Count heralds cannot be placed without an order and are counted as ``missed``."""
+        for record in self.poll(now):
+            if record.seconds is None:
+                self.missed += 1
+            else:
+                self.pending.append((self.to_ts(record.starts_at), record))
+        self.pending = [(start, r) for start, r in self.pending if start + (r.seconds or 0.0) > horizon]
+        return [r.to_herald(ts=start) for start, r in self.pending]
+
+
 class HeraldedSelect:
     """σ_P over batches of rows, skipping or passing whole partitions by the heralds that reach the store."""
 
