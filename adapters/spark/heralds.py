@@ -57,9 +57,10 @@ def conditions(plan: Sequence[Span], predicate: Sequence[Atom], ts: str) -> tupl
     for s in skipped:
         keep = ~_within(t, s) if keep is None else keep & ~_within(t, s)
     case = None
+    whole = tuple(predicate)
     for s in plan:
-        if s.verdict is Verdict.UNSATISFIABLE:
-            continue
+        if s.verdict is Verdict.UNSATISFIABLE or (s.verdict is Verdict.UNKNOWN and s.residual == whole):
+            continue  # skipped above, or nothing to save: the full predicate below serves it
         then = F.lit(True) if s.verdict is Verdict.IMPLIED else column(s.residual)
         case = F.when(_within(t, s), then) if case is None else case.when(_within(t, s), then)
     full = column(predicate)

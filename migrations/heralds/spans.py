@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .herald import Herald, Patterns, intersect
+from .herald import Herald, Patterns, hull, intersect
 from .predicates import Atom
 from .predsat import SelectReasoner, Verdict
 
@@ -46,10 +46,8 @@ def spans(heralds: Sequence[Herald], reasoner: SelectReasoner) -> list[Span]:
         if merged is None or any(r.empty for _, r in merged):
             continue  # no herald here, or heralds that contradict: the full predicate decides
         decision = reasoner.decide(merged)
-        if out and out[-1].end == start and (out[-1].patterns, out[-1].verdict, out[-1].residual) == (
-            merged, decision.verdict, decision.residual
-        ):
-            last = out.pop()
-            start = last.start
+        if out and out[-1].end == start and (out[-1].verdict, out[-1].residual) == (decision.verdict, decision.residual):
+            last = out.pop()  # adjacent spans with one plan are one branch for the engine; the hull stays truthful
+            start, merged = last.start, hull(last.patterns, merged)
         out.append(Span(start, end, merged, decision.verdict, decision.residual))
     return out
