@@ -35,7 +35,7 @@ from bisect import bisect_left
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
-from armd.migrations.heralds import Herald, MultiModalSelect, Partitioner
+from armd.migrations.heralds import Herald, HeraldConflict, MultiModalSelect, Partition, Partitioner
 from armd.migrations.heralds.predicates import Atom
 from armd.migrations.heralds.record import HeraldRecord
 
@@ -146,13 +146,33 @@ class HeraldedSelect:
         self.partitioner = Partitioner(position, ts=ts)
         self.select = MultiModalSelect(predicate, position)
         self.heralds = heralds
+        self.refused: list[str] = []
 
     def process(self, rows: Sequence[Row], now: float) -> list[Row]:
-        """One batch in timestamp order; the rows that satisfy the predicate, in order."""
+        """One batch in timestamp order; the rows that satisfy the predicate, in order.
+
+        A store herald that contradicts one in force (``HeraldConflict``) is refused, not applied, and
+        the query goes on: ``refused`` keeps the one-line reasons."""
+        parts: list[Partition] = []
+        closed: list[int] = []
+        start = 0
+        partitioner = self.partitioner
+        for at, herald in self.heralds.marks(rows, now):
+            if at > start:
+                parts += partitioner.feed(rows[start:at], [])
+                closed += partitioner.closed
+                start = at
+            try:
+                partitioner.feed((), [(0, herald)])
+            except HeraldConflict as exc:
+                self.refused.append(str(exc))
+            closed += partitioner.closed
+        parts += partitioner.feed(rows[start:], [])
+        closed += partitioner.closed
         out: list[Row] = []
-        for part in self.partitioner.feed(rows, self.heralds.marks(rows, now)):
+        for part in parts:
             kept = self.select.process(part)
             if kept is not None:
                 out.extend(kept.rows)
-        self.select.release(self.partitioner.closed)
+        self.select.release(closed)
         return out

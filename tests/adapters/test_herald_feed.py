@@ -59,6 +59,12 @@ def test_heralds_from_the_store_configure_the_running_select_at_its_next_batch(t
         store.add_herald(HeraldRecord("clicks", {"a": (0, 10)}, T0 + timedelta(seconds=440), count=5))
         run(batch(rnd, t0 + 460, 20, 0, 999), now=40.0)
         assert feed.missed == 1 and feed.applied == 3
+        # two heralds that contradict each other: the second is refused with its reason, the query goes on
+        store.add_herald(HeraldRecord("clicks", {"a": (0, 100)}, T0 + timedelta(seconds=480), count=10))
+        store.add_herald(HeraldRecord("clicks", {"a": (500, 600)}, T0 + timedelta(seconds=485), count=10))
+        run(batch(rnd, t0 + 480, 20, 0, 100), now=50.0)
+        assert len(select.refused) == 1 and "contradicts" in select.refused[0]
+        assert out == regular_select(rows, SELECT, POSITION)
         assert out == regular_select(rows, SELECT, POSITION)
     finally:
         store.close()
