@@ -37,7 +37,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from armd.migrations.heralds import Herald, HeraldConflict, MultiModalSelect, Partition, Partitioner
 from armd.migrations.heralds.predicates import Atom
-from armd.migrations.heralds.record import HeraldRecord
+from armd.adapters.store.errors import StoreError
+from armd.migrations.heralds.record import HeraldRecord, InvalidHerald
 
 Row = tuple[Any, ...]
 
@@ -78,7 +79,9 @@ class StoreHeralds:
         self.applied = 0
         self.missed = 0
         """Count heralds that started in a batch already gone: how many of their tuples went by is unknown."""
-        for record in read(stream):  # what was there before: only the seconds heralds can still be placed
+        self.error: str | None = None
+        """Why the last read failed (the store unavailable, a row SQL wrote that is no herald), or None."""
+        for record in self._read():  # what was there before: only the seconds heralds can still be placed
             self.last_id = max(self.last_id, record.id or 0)
             if record.seconds is not None:
                 self.pending.append((self.to_ts(record.starts_at), record))
@@ -88,10 +91,20 @@ class StoreHeralds:
         if now - self.last_poll < self.poll_seconds:
             return []
         self.last_poll = now
-        fresh = [r for r in self.read(self.stream) if (r.id or 0) > self.last_id]
+        fresh = [r for r in self._read() if (r.id or 0) > self.last_id]
         if fresh:
             self.last_id = max(r.id or 0 for r in fresh)
         return fresh
+
+    def _read(self) -> Sequence[HeraldRecord]:
+        """The stream's heralds; a failed read is no herald (the query goes on without), its reason in ``error``."""
+        try:
+            records = self.read(self.stream)
+        except (InvalidHerald, StoreError) as exc:
+            self.error = str(exc)
+            return []
+        self.error = None
+        return records
 
     def marks(self, rows: Sequence[Row], now: float) -> list[tuple[int, Herald]]:
         """The heralds that apply within this batch, as ``(position, herald)`` in position order.

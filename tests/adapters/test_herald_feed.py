@@ -64,6 +64,10 @@ def test_heralds_from_the_store_configure_the_running_select_at_its_next_batch(t
         store.add_herald(HeraldRecord("clicks", {"a": (500, 600)}, T0 + timedelta(seconds=485), count=10))
         run(batch(rnd, t0 + 480, 20, 0, 100), now=50.0)
         assert len(select.refused) == 1 and "contradicts" in select.refused[0]
+        with sqlite3.connect(path) as db:  # a row that is no herald: the reads fail, the query goes on without
+            db.execute("INSERT INTO heralds (stream, patterns, lifespan_count) VALUES ('clicks', '[1, 2]', 5)")
+        run(batch(rnd, t0 + 500, 20, 0, 999), now=60.0)
+        assert feed.error is not None and "heralds row" in feed.error
         assert out == regular_select(rows, SELECT, POSITION)
         assert out == regular_select(rows, SELECT, POSITION)
     finally:
