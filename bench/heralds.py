@@ -32,7 +32,9 @@ join``); the join alone is measured too.
 Each run is timed in CPU time (``time.process_time``) around the whole
 plan — partitioning, PredSAT, the control tables included — against the
 plain plan over the same rows without heralds (the regular select / the
-same nested-loop join evaluating every pair), alternately, median of
+same micro-batch join, ``BatchJoin``, evaluating every pair in the window:
+the same probing code as ``MultiModalBatchJoin`` with one group per side),
+in micro-batches of 100 time units for both, alternately, median of
 ``--repeats``. Every herald run's output is compared with the plain one's
 (the oracle). Herald creation: the creation operator's time to announce
 every partition, as a fraction of the plain select's and join's time. The
