@@ -19,6 +19,7 @@ output multiset with the oracle's.
 
     .venv/bin/python bench/jisc.py --json          # 200,000 tuples
     .venv/bin/python bench/jisc.py --json --full   # 1,000,000 tuples
+    .venv/bin/python bench/jisc.py --json --spark  # armd's join vs Spark's native join (jisc_spark.py)
 
 Workload: each session has a fresh key and one tuple on every stream in the
 first half of its span, then 0–20 more on one random "hot" stream in the
@@ -165,7 +166,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="CPU time of this process (robust on a shared machine) or wall time")
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--kinds", default="one-pair,all-incomplete")
+    parser.add_argument("--spark", action="store_true",
+                        help="instead: armd's join against Spark's native stream-stream join on local Spark (jisc_spark.py)")
+    parser.add_argument("--spark-tuples", type=int, default=50_000, help="tuples per stream for --spark")
     args = parser.parse_args(argv)
+    if args.spark:
+        import jisc_spark
+
+        report = jisc_spark.main(args.spark_tuples, args.seed)
+        print(json.dumps(report, indent=1 if args.json else None))
+        return 0
     if args.window < args.span:
         parser.error("--window must be at least --span, or sessions lose results to the window")
     tuples = args.tuples or (1_000_000 if args.full else 200_000)

@@ -1,0 +1,191 @@
+"""Heralds written to the metadata store reach running operators at their next batch (paper 002 §II, issue 19).
+
+A herald can come through the store's ``heralds`` table instead of inside
+the stream: ``armd herald add``, or any program's SQL ``INSERT``. A running
+query does not restart for it. ``StoreHeralds`` polls the table for one
+stream (at most every ``poll_seconds``, the time passed in by the caller, so
+the core never reads a clock) and hands each batch the new heralds with the
+position in the batch they apply from — the "beside the batch" form that
+``Partitioner.feed(rows, heralds)`` takes:
+
+* a count herald covers the stream's first N tuples from ``starts_at``
+  (``armd herald add`` sets it to the time of writing: "the next N"), in
+  event time;
+* a seconds herald covers the tuples whose event time lies in
+  ``[starts_at, starts_at + seconds)``.
+
+Each applies from the first tuple at or after ``starts_at`` and waits for
+a later batch if none has come yet. A herald is a promise that lets
+operators skip work; missing one costs only time, applying one to tuples it
+does not describe breaks results. So the feed errs towards missing: a count
+herald read only after a batch went past its start is dropped (how many of
+its tuples went by is unknown), and so are the count heralds already in the
+table when the feed starts; seconds heralds are placed whenever their span
+is not over.
+
+``HeraldedSelect`` is the single-process host's operator wired to it: a
+multi-modal select over batches of rows, configured by the heralds that
+have reached the store since it started.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
+
+from armd.migrations.heralds import Herald, HeraldConflict, MultiModalSelect, Partition, Partitioner
+from armd.migrations.heralds.predicates import Atom
+from armd.adapters.store.errors import StoreError
+from armd.migrations.heralds.record import HeraldRecord, InvalidHerald
+
+Row = tuple[Any, ...]
+
+
+def epoch_seconds(at: datetime) -> float:
+    """A store time in the stream's timestamp units when those are seconds since the epoch (the default)."""
+    return at.timestamp()
+
+
+class StoreHeralds:
+    """New heralds of ``stream`` in the store, placed into each batch.
+
+    ``read(stream)`` returns the stream's heralds oldest first (``SqlStore.heralds``);
+    ``ts_index`` is the row index of the event time, ``to_ts`` turns a store
+    time into it. Batches must come in timestamp order.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[str], Sequence[HeraldRecord]],
+        stream: str,
+        *,
+        ts_index: int,
+        to_ts: Callable[[datetime], float] = epoch_seconds,
+        poll_seconds: float = 0.0,
+    ) -> None:
+        self.read = read
+        self.stream = stream
+        self.ts_index = ts_index
+        self.to_ts = to_ts
+        self.poll_seconds = poll_seconds
+        self.last_id = 0
+        self.last_poll = -math.inf
+        self.seen_until = -math.inf
+        """The last event time of the batches already placed: a herald starting at or before it began earlier."""
+        self.pending: list[tuple[float, HeraldRecord]] = []
+        """Heralds read whose start no batch has reached yet: (start in stream time, record)."""
+        self.applied = 0
+        self.missed = 0
+        """Count heralds that started in a batch already gone: how many of their tuples went by is unknown."""
+        self.error: str | None = None
+        """Why the last read failed (the store unavailable, a row SQL wrote that is no herald), or None."""
+        for record in self._read():  # what was there before: only the seconds heralds can still be placed
+            self.last_id = max(self.last_id, record.id or 0)
+            if record.seconds is not None:
+                self.pending.append((self.to_ts(record.starts_at), record))
+
+    def poll(self, now: float) -> list[HeraldRecord]:
+        """Read the store if ``poll_seconds`` have passed since the last read; the records not seen before."""
+        if now - self.last_poll < self.poll_seconds:
+            return []
+        self.last_poll = now
+        fresh = [r for r in self._read() if (r.id or 0) > self.last_id]
+        if fresh:
+            self.last_id = max(r.id or 0 for r in fresh)
+        return fresh
+
+    def _read(self) -> Sequence[HeraldRecord]:
+        """The stream's heralds; a failed read is no herald (the query goes on without), its reason in ``error``."""
+        try:
+            records = self.read(self.stream)
+        except (InvalidHerald, StoreError) as exc:
+            self.error = str(exc)
+            return []
+        self.error = None
+        return records
+
+    def marks(self, rows: Sequence[Row], now: float) -> list[tuple[int, Herald]]:
+        """The heralds that apply within this batch, as ``(position, herald)`` in position order.
+
+        A herald starts at its ``starts_at`` (in event time): a count herald
+        covers the first N tuples from there, a seconds herald the tuples
+        until its span ends. One whose start this batch has not reached
+        waits; a seconds herald whose span is over is dropped; a count
+        herald that started in an earlier batch is dropped too (``missed``).
+        """
+        self.pending += [(self.to_ts(r.starts_at), r) for r in self.poll(now)]
+        if not self.pending or not rows:
+            return []
+        ts = self.ts_index
+        first, last = rows[0][ts], rows[-1][ts]
+        out: list[tuple[int, Herald]] = []
+        waiting = []
+        for start, record in self.pending:
+            if start > last:
+                waiting.append((start, record))
+            elif record.seconds is not None:
+                if start + record.seconds > first:
+                    out.append((bisect_left(rows, start, key=lambda r: r[ts]), record.to_herald(ts=start)))
+            elif start > self.seen_until:
+                out.append((bisect_left(rows, start, key=lambda r: r[ts]), record.to_herald()))
+            else:
+                self.missed += 1
+        self.pending = waiting
+        self.seen_until = last
+        out.sort(key=lambda mark: mark[0])
+        self.applied += len(out)
+        return out
+
+
+    def timed(self, now: float, horizon: float = -math.inf) -> list[Herald]:
+        """For engines that place heralds by event time alone (Spark, where a batch has no order): every
+        seconds herald read so far whose span ends after ``horizon`` (e.g. the query's watermark).
+        Count heralds cannot be placed without an order and are counted as ``missed``."""
+        for record in self.poll(now):
+            if record.seconds is None:
+                self.missed += 1
+            else:
+                self.pending.append((self.to_ts(record.starts_at), record))
+        self.pending = [(start, r) for start, r in self.pending if start + (r.seconds or 0.0) > horizon]
+        return [r.to_herald(ts=start) for start, r in self.pending]
+
+
+class HeraldedSelect:
+    """σ_P over batches of rows, skipping or passing whole partitions by the heralds that reach the store."""
+
+    def __init__(self, predicate: Sequence[Atom], position: Mapping[str, int], heralds: StoreHeralds, *, ts: str = "ts") -> None:
+        self.partitioner = Partitioner(position, ts=ts)
+        self.select = MultiModalSelect(predicate, position)
+        self.heralds = heralds
+        self.refused: list[str] = []
+
+    def process(self, rows: Sequence[Row], now: float) -> list[Row]:
+        """One batch in timestamp order; the rows that satisfy the predicate, in order.
+
+        A store herald that contradicts one in force (``HeraldConflict``) is refused, not applied, and
+        the query goes on: ``refused`` keeps the one-line reasons."""
+        parts: list[Partition] = []
+        closed: list[int] = []
+        start = 0
+        partitioner = self.partitioner
+        for at, herald in self.heralds.marks(rows, now):
+            if at > start:
+                parts += partitioner.feed(rows[start:at], [])
+                closed += partitioner.closed
+                start = at
+            try:
+                partitioner.feed((), [(0, herald)])
+            except HeraldConflict as exc:
+                self.refused.append(str(exc))
+            closed += partitioner.closed
+        parts += partitioner.feed(rows[start:], [])
+        closed += partitioner.closed
+        out: list[Row] = []
+        for part in parts:
+            kept = self.select.process(part)
+            if kept is not None:
+                out.extend(kept.rows)
+        self.select.release(closed)
+        return out

@@ -1,0 +1,364 @@
+"""A multi-modal windowed join that works a micro-batch at a time, deciding per partition pair (paper 002 §V.C).
+
+Why a second join beside ``join.MultiModalJoin``: that one is tuple at a
+time, so even a tuple whose partition skips every partner still pays the
+per-tuple Python work of the event loop (merging, the expiry check, the
+mode lookup), and that floor kept the savings at about half the time. Here
+a micro-batch's tuples arrive as partition slices, and all the work that
+heralds can remove is decided once per *pair of partitions*: a skipped pair
+costs one dict lookup whatever its size. A new slice is stored by
+extending lists (C-level), and probes the other side's window in *groups*:
+consecutive runs of the other side in the same mode form one index range of
+its state, and each tuple finds its window in the range with two bisections
+over the state's timestamps and evaluates the residual with one list
+comprehension over that slice. ``BatchJoin`` is the same code with one
+group per side and the whole predicate, the baseline, so with and without
+heralds the work per surviving pair is identical and the saving is exactly
+what the skipped groups would have cost.
+
+Semantics are those of ``join.regular_join``: a pair ``(l, r)`` is a result
+when P holds and ``|l.ts − r.ts| < W``. Within one call, new right slices
+probe the left state first, then new left slices probe the whole right
+state, so each pair is found once. Batches must come in timestamp order
+(every row of a later batch no earlier than the earliest row of this one,
+each side's rows in timestamp order), as a micro-batch engine delivers
+them; state older than the batch's earliest row minus W is dropped.
+
+The output is a list of ``Joined`` chunks, each the pairs of one slice
+against one group, with the heralds of both (the hull of the group's runs'
+heralds): a join further up (§V.D) is configured from them without looking
+at rows.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+
+from .herald import Herald, Patterns, hull
+from .join import JoinAction
+from .partitioner import ANONYMOUS, Partition
+from .predicates import Atom, attributes_of, compile_pair
+from .predsat import DECISION_CACHE, JoinReasoner, Verdict
+from .satisfiability import Domain
+
+Row = tuple[Any, ...]
+LEFT, RIGHT = 0, 1
+_PASS, _SKIP, _EVALUATE = JoinAction.PASS, JoinAction.SKIP, JoinAction.EVALUATE
+_PASSED, _SKIPPED = (_PASS, None, _PASS.value), (_SKIP, None, _SKIP.value)
+"""Modes: (action, compiled residual for evaluate, the action's flag)."""
+
+
+class Joined(NamedTuple):
+    """Result pairs of one left and one right group, with the (hull) heralds of each (None: anonymous)."""
+
+    left: Patterns | None
+    right: Patterns | None
+    pairs: list[tuple[Row, Row]]
+
+
+class _Side:
+    """One side's window state: rows and their timestamps in arrival order, and runs of partitions over them."""
+
+    __slots__ = ("rows", "ts", "runs")
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self.ts: list[Any] = []
+        self.runs: list[list] = []
+        """[pid, patterns, start, end, name): consecutive rows of one partition; ``name`` is the operator's
+        small integer for the patterns (hashing an int per pair of runs, not nested tuples)."""
+
+    def append(self, pid: int, patterns: Patterns | None, rows: Sequence[Row], ts_index: int, name: int = 0) -> None:
+        start = len(self.rows)
+        self.rows.extend(rows)
+        self.ts.extend([r[ts_index] for r in rows])
+        runs = self.runs
+        if runs and runs[-1][0] == pid:
+            runs[-1][3] = len(self.rows)
+        else:
+            runs.append([pid, patterns, start, len(self.rows), name])
+
+    def expire(self, horizon: Any) -> None:
+        """Drop the rows with ts ≤ horizon, and the runs left empty."""
+        cut = bisect_right(self.ts, horizon)
+        if not cut:
+            return
+        del self.rows[:cut]
+        del self.ts[:cut]
+        kept = []
+        for run in self.runs:
+            if run[3] > cut:
+                run[2] = max(run[2] - cut, 0)
+                run[3] -= cut
+                kept.append(run)
+        self.runs = kept
+
+
+def _probe(
+    side: int,
+    rows: Sequence[Row],
+    ts_index: int,
+    other: _Side,
+    start: int,
+    end: int,
+    action: JoinAction,
+    test: Callable[[Row, Row], bool] | None,
+    window: Any,
+) -> list[tuple[Row, Row]]:
+    """Pairs of ``rows`` (of ``side``) with the other side's state rows in [start, end) within the window."""
+    ots, orows = other.ts, other.rows
+    out: list[tuple[Row, Row]] = []
+    for row in rows:
+        t = row[ts_index]
+        lo = bisect_right(ots, t - window, start, end)
+        hi = bisect_left(ots, t + window, lo, end)
+        if lo == hi:
+            continue
+        if side == LEFT:
+            if action is _PASS:
+                out.extend([(row, r) for r in orows[lo:hi]])
+            else:
+                out.extend([(row, r) for r in orows[lo:hi] if test(row, r)])  # type: ignore[misc]
+        elif action is _PASS:
+            out.extend([(r, row) for r in orows[lo:hi]])
+        else:
+            out.extend([(r, row) for r in orows[lo:hi] if test(r, row)])  # type: ignore[misc]
+    return out
+
+
+class BatchJoin:
+    """The plain plan: ``L ⋈_P R`` windowed, a micro-batch at a time, every pair in the window evaluated."""
+
+    def __init__(self, predicate: Sequence[Atom], left: Mapping[str, int], right: Mapping[str, int], *, window: float, ts: str = "ts") -> None:
+        if not window > 0:
+            raise ValueError(f"window must be positive, got {window!r}")
+        self.test = compile_pair(predicate, left, right)
+        self.ts_index = (left[ts], right[ts])
+        self.window = window
+        self.sides = (_Side(), _Side())
+
+    def process(self, left: Sequence[Row], right: Sequence[Row]) -> list[tuple[Row, Row]]:
+        """One micro-batch of rows per side (each in timestamp order); the new result pairs."""
+        li, ri = self.ts_index
+        firsts = [rows[0][i] for rows, i in ((left, li), (right, ri)) if rows]
+        if not firsts:
+            return []
+        horizon = min(firsts) - self.window
+        ls, rs = self.sides
+        ls.expire(horizon)
+        rs.expire(horizon)
+        out = _probe(RIGHT, right, ri, ls, 0, len(ls.rows), _EVALUATE, self.test, self.window)
+        rs.append(ANONYMOUS, None, right, ri)
+        out += _probe(LEFT, left, li, rs, 0, len(rs.rows), _EVALUATE, self.test, self.window)
+        ls.append(ANONYMOUS, None, left, li)
+        return out
+
+
+class MultiModalBatchJoin:
+    """``L ⋈_P R`` over partition slices, a micro-batch at a time, run by a control table of herald pairs."""
+
+    def __init__(
+        self,
+        predicate: Sequence[Atom],
+        left: Mapping[str, int],
+        right: Mapping[str, int],
+        *,
+        window: float,
+        ts: str = "ts",
+        domain: Domain = Domain.REAL,
+    ) -> None:
+        if not window > 0:
+            raise ValueError(f"window must be positive, got {window!r}")
+        self.reasoner = JoinReasoner(predicate, domain)
+        self.positions = (dict(left), dict(right))
+        self.ts_index = (left[ts], right[ts])
+        self.window = window
+        self.full = (_EVALUATE, compile_pair(self.reasoner.predicate, left, right), _EVALUATE.value)
+        self.sides = (_Side(), _Side())
+        self._names: dict[tuple[int, Patterns], int] = {}
+        self._projected: dict[tuple[int, Patterns], int] = {}
+        used = [a.split(".", 1) for a in attributes_of(self.reasoner.predicate)]
+        sides = (self.reasoner.left, self.reasoner.right)
+        self._used = tuple(frozenset(n for prefix, n in used if prefix == p) for p in sides)
+        """Per side, the attributes the predicate mentions."""
+        self._last_name = 0
+        self._pairs: dict[tuple[int, int], tuple] = {}
+        """The control table, by the pair of pattern names (left, right) rather than partition ids: a mode
+        depends on the two heralds only, so partitions with recurring heralds share their entries, and
+        a pair of runs needs no entry of its own that must be released when it leaves the window."""
+        self._evaluate: dict[tuple[Atom, ...], tuple] = {self.reasoner.predicate: self.full}
+        """One entry per distinct residual, so runs in the same mode are recognised by identity and grouped."""
+        self._alone: dict[tuple[int, int], bool] = {}
+        self._met = [0, 0, 0]
+        self.decisions = 0
+        """PredSAT runs for pairs (cache misses)."""
+        self.dropped = 0
+        """Tuples neither probed nor stored (their herald alone rules the predicate out)."""
+
+    def process(self, left: Iterable[Partition], right: Iterable[Partition]) -> list[Joined]:
+        """One micro-batch of partition slices per side (each in timestamp order); the new results, in chunks."""
+        li, ri = self.ts_index
+        left, right = list(left), list(right)
+        firsts = [next((p.rows[0][i] for p in parts if p.rows), None) for parts, i in ((left, li), (right, ri))]
+        firsts = [t for t in firsts if t is not None]
+        if not firsts:
+            return []
+        horizon = min(firsts) - self.window
+        ls, rs = self.sides
+        ls.expire(horizon)
+        rs.expire(horizon)
+        out: list[Joined] = []
+        for side, parts, mine, other, ts_index in ((RIGHT, right, rs, ls, ri), (LEFT, left, ls, rs, li)):
+            # consecutive slices that meet the other side's window in the same groups probe it together
+            rows: list[Row] = []
+            patterns: Patterns | None = None
+            plan: list[list] | None = None
+            for part in parts:
+                if not part.rows:
+                    continue
+                name = self._name(side, part)
+                if part.pid != ANONYMOUS and self._dead(side, part, name):
+                    continue
+                groups = self._groups(side, part, name, other)
+                theirs = part.herald if part.pid != ANONYMOUS else None
+                if plan is not None and _same(plan, groups):
+                    rows += part.rows
+                    patterns = _hull(patterns, theirs)
+                else:
+                    if plan:
+                        self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
+                    rows, patterns, plan = list(part.rows), theirs, groups
+                mine.append(part.pid, part.herald, part.rows, ts_index, name)
+            if plan:
+                self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
+        return out
+
+    def _name(self, side: int, part: Partition) -> int:
+        """A small integer per distinct patterns (0: anonymous), so decisions are cached by ints.
+
+        Patterns that agree on the predicate's attributes of this side get the same name: a range on an
+        attribute the predicate does not mention cannot change a decision, and heralds that differ only
+        there (a join's output announcing its other columns) then share PredSAT's work."""
+        if part.pid == ANONYMOUS:
+            return 0
+        key = (side, part.herald)
+        name = self._names.get(key)
+        if name is None:
+            if len(self._names) >= DECISION_CACHE:
+                self._names.clear()
+                self._projected.clear()
+                self._pairs.clear()
+                self._alone.clear()
+            used = self._used[side]
+            projection = (side, tuple(p for p in part.herald if p[0] in used))  # type: ignore[union-attr]
+            name = self._projected.get(projection)
+            if name is None:
+                self._last_name += 1  # never reused: runs still in the window keep theirs after a clear
+                name = self._projected[projection] = self._last_name
+            self._names[key] = name
+        return name
+
+    def _groups(self, side: int, part: Partition, name: int, other: _Side) -> list[list]:
+        """What one slice meets in the other side's window: [mode, start, end, runs] per group of
+        consecutive runs in one mode, skipped runs left out.
+
+        The mode of a pair of runs is looked up by the pair of pattern names (two small ints), so a
+        recurring pair costs one dict lookup and nothing else."""
+        decided = self._pairs
+        met = self._met
+        mine = part.herald if part.pid != ANONYMOUS else None
+        groups: list[list] = []
+        for run in other.runs:
+            entry = decided.get((name, run[4]) if side == LEFT else (run[4], name))
+            if entry is None:
+                entry = self._configure(side, mine, name, run)
+            met[entry[2]] += 1
+            if entry[0] is _SKIP:
+                continue
+            if groups and groups[-1][0] is entry and groups[-1][2] == run[2]:
+                groups[-1][2] = run[3]
+                groups[-1][3].append(run)
+            else:
+                groups.append([entry, run[2], run[3], [run]])
+        return groups
+
+    def _probe_groups(
+        self, side: int, rows: list[Row], mine: Patterns | None, groups: list[list], other: _Side, ts_index: int, out: list[Joined]
+    ) -> None:
+        window = self.window
+        for (action, test, _), start, end, runs in groups:
+            pairs = _probe(side, rows, ts_index, other, start, end, action, test, window)
+            if pairs:
+                theirs = runs[0][1] if runs[0][0] != ANONYMOUS else None
+                for run in runs[1:]:
+                    theirs = _hull(theirs, run[1] if run[0] != ANONYMOUS else None)
+                out.append(Joined(mine, theirs, pairs) if side == LEFT else Joined(theirs, mine, pairs))
+
+    def _dead(self, side: int, part: Partition, name: int) -> bool:
+        """Does this slice's herald alone rule the predicate out, whatever the other side holds?"""
+        dead = self._alone.get((side, name))
+        if dead is None:
+            pair = (part.herald, None) if side == LEFT else (None, part.herald)
+            dead = self._alone[(side, name)] = self.reasoner.decide(*pair).verdict is Verdict.UNSATISFIABLE
+        if dead:
+            self.dropped += len(part.rows)
+        return dead
+
+    def _configure(self, side: int, mine: Patterns | None, name: int, run: list):
+        """The configurator: PredSAT's mode for a pair of heralds met for the first time."""
+        names = (name, run[4]) if side == LEFT else (run[4], name)
+        if len(self._pairs) >= DECISION_CACHE:
+            self._pairs.clear()
+        theirs = run[1] if run[0] != ANONYMOUS else None
+        decision = self.reasoner.decide(*((mine, theirs) if side == LEFT else (theirs, mine)))
+        if decision.verdict is Verdict.UNSATISFIABLE:
+            entry = _SKIPPED
+        elif decision.verdict is Verdict.IMPLIED:
+            entry = _PASSED
+        else:
+            entry = self._evaluate.get(decision.residual)
+            if entry is None:
+                test = compile_pair(decision.residual, *self.positions)
+                entry = self._evaluate[decision.residual] = (_EVALUATE, test, _EVALUATE.value)
+        self._pairs[names] = entry
+        self.decisions += 1
+        return entry
+
+    @property
+    def met(self) -> Counter[JoinAction]:
+        """How often a slice met a run of the other side's window, per mode (each meeting costs one lookup)."""
+        return Counter({a: self._met[a.value] for a in JoinAction if self._met[a.value]})
+
+
+def _same(a: list[list], b: list[list]) -> bool:
+    """Do two slices meet the same groups (same modes over the same index ranges)?"""
+    return len(a) == len(b) and all(x[0] is y[0] and x[1] == y[1] and x[2] == y[2] for x, y in zip(a, b))
+
+
+@lru_cache(maxsize=4096)
+def _hull(a: Patterns | None, b: Patterns | None) -> Patterns | None:
+    """Cached: the runs in a window carry recurring heralds, so the same hulls come up again and again."""
+    return None if a is None or b is None else hull(a, b)
+
+
+def time_batches(stream: Sequence[Any], ts_index: int, bounds: Sequence[Any]) -> list[list[Any]]:
+    """Cut a (punctuated) stream in timestamp order into ``len(bounds) + 1`` micro-batches: batch i holds the
+    rows with ``bounds[i-1] ≤ ts < bounds[i]``; a herald goes with the row after it."""
+    out: list[list[Any]] = [[] for _ in range(len(bounds) + 1)]
+    i, pending = 0, []
+    for item in stream:
+        if item.__class__ is Herald:
+            pending.append(item)
+            continue
+        t = item[ts_index]
+        while i < len(bounds) and t >= bounds[i]:
+            i += 1
+        if pending:
+            out[i].extend(pending)
+            pending = []
+        out[i].append(item)
+    out[i].extend(pending)
+    return out
