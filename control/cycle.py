@@ -248,8 +248,9 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         # A window that saw its input rate step holds a mix of both rates, which the estimate (at the new
         # rate) does not describe either: no ratio from it until a whole window has passed since the step.
         stepped_at = {**state.feedback.stepped_at, **{s: now for s in getattr(rates, "stepped", ())}}
-        longest = {q: longest_window(plan, q, running[q]) for q in measured if q in running and q not in migrating
-                   and now - max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
+        calm = {q for q in measured if q in running and q not in migrating}
+        longest = {q: longest_window(plan, q, running[q]) for q in calm
+                   if now - max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
                    >= longest_window(plan, q, running[q])}
         steady = {q for q, w in longest.items() if now - changed_at.get(q, 0.0) >= w}
         filling = {q: (now - changed_at.get(q, 0.0)) / w for q, w in longest.items() if q not in steady and w > 0}
@@ -263,7 +264,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             cpu_measured=feedback.measured_cpu(observation, rules.time_unit_seconds) if rules.cpu else None,
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
             settled=all(q in steady for q in measured), rows=_rows(observation, measured), filling=filling,
-            migrating=bool(migrating & set(measured)))
+            migrating=bool(migrating & set(measured)), stepped=calm - set(longest))
         state = replace(state, feedback=replace(loop, stepped_at=stepped_at))
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
