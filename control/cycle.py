@@ -447,7 +447,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
-    guarded = transient_fit(setup, problem, guarded, running, stream_d)
+    guarded = transient_fit(problem, bounds, guarded, running, stream_d, live=setup.migration.strategy == "genmig")
     duration_ms = (timer() - started) * 1e3
 
     proposed = settings_of(problem, decision.fw, decision.fg, decision.fd)
@@ -460,7 +460,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         if state.feedback.measured_total is not None:  # staged against measured headroom when it is less
             held = max(held, state.feedback.measured_total)
         trajectory = predict(problem, bounds, now, (*problem.values(running.fw, running.fg), old_outcome),
-                             (*problem.values(guarded.fw, guarded.fg), guarded.outcome))
+                             (*problem.values(guarded.fw, guarded.fg), guarded.outcome), _lag(setup, problem))
     memory = {q: float(guarded.outcome.query_memory[i]) for i, q in enumerate(problem.queries)}
     staging = stage_changes(settings_changes, held, memory, snapshot.transient_memory, bounds.memory)
     joins = {c.query: c for c in proposals}
@@ -497,6 +497,14 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
                     rates=state.rates.decide_with(), last_decision_at=now, feedback=loop)
     return replace(done, state=state, decision=record, estimates=tuple(estimates), guarded=guarded, changes=settings_changes,
                    staging=staging, join_orders=tuple(proposals), desired=desired, events=tuple(events))
+
+
+def _lag(setup: Setup, problem: Problem) -> np.ndarray | None:
+    """Per query, watermark delay + trigger in model time units when changes migrate live (GenMig), else None."""
+    if setup.migration.strategy != "genmig":
+        return None
+    timings = setup.migration.timings
+    return np.array([sum(timings.get(q, (0.0, 0.0))) / setup.time_unit_seconds for q in problem.queries])
 
 
 def _running(problem: Problem, snapshot: Snapshot) -> Running | None:

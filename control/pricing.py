@@ -67,8 +67,8 @@ STEPS = 33
 """Candidate fractions of a growth tried at once (0, 1/32, …, 1): one vectorised evaluation."""
 
 
-def transient_fit(setup: Setup, problem: Problem, guarded: Guarded, running: Running | None,
-                  stream_d: np.ndarray) -> Guarded:
+def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
+                  live: bool) -> Guarded:
     """Growths taken only as far as their migrations' transient state fits under the usable memory bound.
 
     A live migration (GenMig) to a larger window holds the old plan's state
@@ -81,16 +81,17 @@ def transient_fit(setup: Setup, problem: Problem, guarded: Guarded, running: Run
     estimate of the new settings plus the old state of the growing queries
     stays within the usable bound (with no room at all they keep their
     settings). Cuts are left alone
-    (the bounds need them), as are changes made in place.
+    (the bounds need them), as are changes made in place (``live`` false: no
+    migration holds two plans).
     """
-    if running is None or setup.migration.strategy != "genmig":
+    if running is None or not live:
         return guarded
     old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
     changed = (guarded.fw != running.fw) | (guarded.fg != running.fg)
     growing = changed & (guarded.outcome.query_memory > old)
     if not growing.any():
         return guarded
-    usable, extra = setup.bounds.usable_memory, float(old[growing].sum())
+    usable, extra = bounds.usable_memory, float(old[growing].sum())
     if float(guarded.outcome.total_memory) + extra <= usable:
         return guarded
     share = np.linspace(0.0, 1.0, STEPS)
