@@ -253,7 +253,12 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
                    if now - max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
                    >= longest_window(plan, q, running[q])}
         steady = {q for q, w in longest.items() if now - changed_at.get(q, 0.0) >= w}
-        filling = {q: (now - changed_at.get(q, 0.0)) / w for q, w in longest.items() if q not in steady and w > 0}
+        # A plan that starts empty (every change migrates to a new plan: GenMig, a restart) holds state that grows
+        # with the time its window has been open — linearly, unless a join multiplies two filling windows: only
+        # then, and only for queries without joins, a ratio while filling. A change in place keeps what it has.
+        empty = setup.migration.strategy in ("genmig", "naive-restart")
+        filling = {q: (now - changed_at.get(q, 0.0)) / w for q, w in longest.items()
+                   if empty and q not in steady and w > 0 and not any(plan.nodes[n].op == "join" for n in plan.query_nodes(q))}
         estimated = {r.query: r.memory_bytes for r in rows if r.query is not None}
         watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
         events += over + off

@@ -17,7 +17,10 @@ has):
   count (both plans hold state). A query whose windows are still filling since
   its last change counts once a quarter of its window has filled, against the
   part of the estimate that can exist so far (estimate × filled fraction: the
-  state a window holds grows with the time it has been open), so a plan whose
+  state a window holds grows with the time it has been open; the cycle gives
+  filling fractions only when every change starts a new, empty plan — GenMig
+  or a restart, not a change in place — and only for queries without joins,
+  whose state grows faster than linearly), so a plan whose
   bytes per row is wrong is corrected during warm-up, before the bound is hit;
   such a factor is provisional (a partly filled window over-counts its first
   granules), and the first steady ratio replaces it.
