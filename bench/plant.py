@@ -28,6 +28,10 @@ same arrivals with and without any mechanism) in three honest ways:
   (filling); results before T_split are answered with the old window, from
   T_split on with the new one. States move with ``genmig.next_state``.
 
+**A query starts empty.** A query that starts (admitted at the start, or
+arriving later) holds only what arrived since it started, as a Spark query
+reading from the latest offsets does: its state fills over its window.
+
 **Results kept (the oracle).** Every query emits one result per simulated
 second over its window (a sliding window evaluated each second). A result's
 *contributions* are the elements of its window (each element counted into
@@ -99,6 +103,8 @@ class Plant(SyntheticSource):
         super().__init__(schedules, seed, time_unit_seconds, start, {}, taps)  # type: ignore[arg-type]
         self.keys = dict(keys or {})
         self.moves: dict[str, Move] = {}
+        self.started: dict[str, float] = {}
+        """Plant seconds at which each running query started (its state holds only arrivals since)."""
         self._key_draws: dict[tuple[str, int], np.ndarray] = {}
 
     def set_taps(self, taps: Mapping[str, Sequence[Tap]]) -> None:
@@ -106,6 +112,7 @@ class Plant(SyntheticSource):
         self.taps = {q: tuple(t) for q, t in taps.items()}  # type: ignore[misc]
         for key in [k for k in self.window_sizes if k[0] not in self.taps]:
             del self.window_sizes[key]
+        self.started = {q: t for q, t in self.started.items() if q in self.taps}
 
     def running(self, query: str) -> bool:
         """A query runs once armd applied settings to it (admitted) and while it is configured."""
@@ -158,10 +165,11 @@ class Plant(SyntheticSource):
             del self.moves[query]
             move = None
         rows, size = 0, 0.0
+        began = self.started.get(query, 0.0)
         for tap in self.taps[query]:
-            held = self._rows(tap, now - self._window(query, tap), now)
+            held = self._rows(tap, max(began, now - self._window(query, tap)), now)
             if move is not None:  # the old plan keeps its window; the new one has filled since the start
-                held = self._rows(tap, now - self._window(query, tap, move.old), now) + \
+                held = self._rows(tap, max(began, now - self._window(query, tap, move.old)), now) + \
                     self._rows(tap, max(move.start, now - self._window(query, tap)), now)
             rows += held
             size += held * tap.row_bytes
@@ -184,9 +192,10 @@ class Plant(SyntheticSource):
                 continue
             move = self.moves.get(query)
             answering = move.old if move is not None and now < move.split else None
+            began = max(0.0, self.started.get(query, 0.0))  # the oracle's query starts with armd's
             for tap in taps:
-                kept += len(self.arrivals(tap.stream, max(0.0, now - self._window(query, tap, answering)), now))
-                oracle += len(self.arrivals(tap.stream, max(0.0, now - tap.max_size * self.time_unit_seconds), now))
+                kept += len(self.arrivals(tap.stream, max(began, now - self._window(query, tap, answering)), now))
+                oracle += len(self.arrivals(tap.stream, max(began, now - tap.max_size * self.time_unit_seconds), now))
         return kept, oracle
 
 
@@ -209,6 +218,8 @@ class SimulatedGenMig:
 
     def apply(self, query: str, old: QuerySettings | None, new: QuerySettings) -> str:
         running = self.plant.running(query)
+        if not running:
+            self.plant.started[query] = self._now()
         before = {node: self.plant.window_sizes.get((query, node)) for node in new.windows}
         for node, size in new.windows.items():
             self.plant.set_window(query, node, size)

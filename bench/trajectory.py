@@ -11,20 +11,18 @@ numRowsTotal of the old run while it still runs plus that of the new run once
 it has started; bytes (memoryUsedBytes) likewise.
 
 The prediction is ``predict`` of the cost model's ``spark`` profile on the
-query's plan at one byte per element, so its memory is in state rows: from
-the moment the new run starts reading (``now``) it moves linearly from the
-old window's estimate to the new one's between now + new window and now + old
-window (paper 001 §4.2: elements admitted under the old window expire). We
+query's plan at one byte per element, so its memory is in state rows. We
 compare rows, not bytes: Spark's memoryUsedBytes includes the state store's
 per-version maps and jumps with them, so bytes per row are not stable over
 a migration (both are in the samples).
 
+The prediction is the one armd makes for a GenMig migration (``predict``
+with the lag = watermark delay + trigger): GenMig runs both plans side by
+side, so until the old run has drained the query holds both plans' state.
 ``trajectory_max_rel_err`` = max over the samples from the change to the end
-of |measured − predicted| / measured. ``*_after_migration`` restricts it to the
-samples after the old run stopped, which separates the §4.2 model's own error
-from what it leaves out: GenMig runs both plans side by side, so until the
-old run has drained the query holds both plans' state, which ``predict``
-does not include (``migrations.genmig.transient_cost`` prices it apart).
+of |measured − predicted| / measured; ``*_after_migration`` restricts it to
+the samples after the old run stopped; ``in_place_max_rel_err`` is §4.2's
+in-place path against the same samples (what armd predicted before).
 """
 
 from __future__ import annotations
@@ -48,21 +46,25 @@ from armd.costmodel.plan import parse_plan  # noqa: E402
 from armd.policies.problem import Bounds, Problem  # noqa: E402
 from armd.policies.qos import QueryQoS  # noqa: E402
 from armd.policies.trajectory import predict  # noqa: E402
-from armd.migrations.genmig import transient_cost  # noqa: E402
 
 OLD, NEW, SLIDE = 10.0, 4.0, 2.0
 SCENARIO = mig.Scenario(f"count per key: window {OLD:g} s → {NEW:g} s, slide {SLIDE:g} s", "count", {"clicks": 10.0},
                         mig.Variant(OLD, SLIDE), mig.Variant(NEW, SLIDE))
 
 
-def predicted_rows(now_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """``predict``'s trajectory (times in seconds after the origin, state rows) for the change at ``now_s``."""
+def predicted_rows(now_s: float, live: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``predict``'s trajectory (times in seconds after the origin, state rows) for the change at ``now_s``.
+
+    ``live``: as armd predicts a GenMig migration (both plans' state until the old one has drained, lag = watermark
+    delay + trigger); else §4.2's in-place path.
+    """
     plan = parse_plan(SCENARIO.plan(SCENARIO.old))
     problem = Problem(plan, {"q": QueryQoS(window=(NEW * 1000, OLD * 1000))}, profile="spark")
     high, low = np.ones(1), np.zeros(1)
     old = (*problem.values(high, high), problem.evaluate(high, high))
     new = (*problem.values(low, high), problem.evaluate(low, high))
-    path = predict(problem, Bounds(1e18, 1e18), now_s * 1000, old, new)
+    lag = np.array([(mig.DELAY + mig.BATCH) * 1000.0]) if live else None
+    path = predict(problem, Bounds(1e18, 1e18), now_s * 1000, old, new, lag)
     return path.times / 1000, path.memory
 
 
@@ -96,27 +98,35 @@ def fig7(quick: bool = False) -> dict[str, Any]:
     first = run["transitions"][0]
     began = max(first.facts["positions"].values()) - run["start"]
     times, rows = predicted_rows(began)
-    # The migration-aware prediction: the old plan's estimate until it has drained (transient_cost's duration), plus the
-    # new plan's filling from empty over its window + delay + one trigger.
-    cost = transient_cost(first.t_split - run["start"], began, mig.DELAY, mig.BATCH, float(rows[0]), float(rows[-1]),
-                          NEW + mig.DELAY + mig.BATCH)
-    fill = NEW + mig.DELAY + mig.BATCH
+    plain_times, plain_rows = predicted_rows(began, live=False)
     points = []
     for s in samples(run):
         if s["t"] < began - OLD / 2:
             continue
-        plain = float(np.interp(s["t"], times, rows)) if s["t"] >= began else float(rows[0])
-        aware = (float(rows[0]) if s["t"] < began + cost.duration else 0.0) + float(rows[-1]) * min(1.0, max(0.0, s["t"] - began) / fill)
-        points.append(dict(s, predicted_rows=round(plain, 2), migration_aware_rows=round(aware, 2),
-                           rel_err=_err(s["rows"], plain), migration_aware_rel_err=_err(s["rows"], aware)))
+        predicted = _path(s["t"], times, rows, began)
+        plain = _path(s["t"], plain_times, plain_rows, began)
+        points.append(dict(s, predicted_rows=round(predicted, 2), in_place_rows=round(plain, 2),
+                           rel_err=_err(s["rows"], predicted), in_place_rel_err=_err(s["rows"], plain)))
     during = [p for p in points if p["t"] >= began and p["rel_err"] is not None]
     return {"scenario": SCENARIO.name, "plant": "spark", "change_at_s": round(began, 3), "compared": "state rows",
             "t_split_s": round(first.t_split - run["start"], 3),
+            "predicted_drain_s": round(began + NEW + mig.DELAY + mig.BATCH, 3),
+            "old_run_last_sample_s": max((p["t"] for p in points if p["old_running"]), default=None),
             "trajectory_max_rel_err": _max(p["rel_err"] for p in during),
             "trajectory_max_rel_err_after_migration": _max(p["rel_err"] for p in during if not p["old_running"]),
-            "migration_aware_max_rel_err": _max(p["migration_aware_rel_err"] for p in during),
+            "in_place_max_rel_err": _max(p["in_place_rel_err"] for p in during),
             "before_change_rel_err": _max(p["rel_err"] for p in points if p["t"] < began and p["rel_err"] is not None),
             "samples": points}
+
+
+def _path(t: float, times: np.ndarray, rows: np.ndarray, began: float) -> float:
+    """The predicted rows at ``t``: a step at a drain time belongs to the samples from it on (``side='right'``)."""
+    if t < began:
+        return float(rows[0])
+    i = int(np.searchsorted(times, t, side="right")) - 1
+    if i >= len(times) - 1:
+        return float(rows[-1])
+    return float(rows[i] + (rows[i + 1] - rows[i]) * (t - times[i]) / (times[i + 1] - times[i]))
 
 
 def _err(measured: float, predicted: float) -> float | None:

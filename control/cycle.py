@@ -51,7 +51,7 @@ from .model import (Model, Setup, build_model, drops_of, estimate_rows, fraction
                     settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .desired import TransientMemory, stage_changes, staged_events
-from .pricing import price
+from .pricing import price, transient_fit
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
@@ -245,8 +245,20 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         watch, over = watch_bound(watch, at, measured, setup.bounds.memory)
         # The estimate is the steady state: windows only hold it once they have been open for their size.
         # While a query migrates live, both plans hold state: no steady state to compare with either.
-        steady = {q for q in measured if q in running and q not in migrating
-                  and now - changed_at.get(q, 0.0) >= longest_window(plan, q, running[q])}
+        # A window that saw its input rate step holds a mix of both rates, which the estimate (at the new
+        # rate) does not describe either: no ratio from it until a whole window has passed since the step.
+        stepped_at = {**state.feedback.stepped_at, **{s: now for s in getattr(rates, "stepped", ())}}
+        calm = {q for q in measured if q in running and q not in migrating}
+        longest = {q: longest_window(plan, q, running[q]) for q in calm
+                   if now - max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
+                   >= longest_window(plan, q, running[q])}
+        steady = {q for q, w in longest.items() if now - changed_at.get(q, 0.0) >= w}
+        # A plan that starts empty (every change migrates to a new plan: GenMig, a restart) holds state that grows
+        # with the time its window has been open — linearly, unless a join multiplies two filling windows: only
+        # then, and only for queries without joins, a ratio while filling. A change in place keeps what it has.
+        empty = setup.migration.strategy in ("genmig", "naive-restart")
+        filling = {q: (now - changed_at.get(q, 0.0)) / w for q, w in longest.items()
+                   if empty and q not in steady and w > 0 and not any(plan.nodes[n].op == "join" for n in plan.query_nodes(q))}
         estimated = {r.query: r.memory_bytes for r in rows if r.query is not None}
         watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
         events += over + off
@@ -256,13 +268,18 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             usable=setup.bounds.usable_memory, bound=setup.bounds.memory,
             cpu_measured=feedback.measured_cpu(observation, rules.time_unit_seconds) if rules.cpu else None,
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
-            settled=all(q in steady for q in measured), rows=_rows(observation, measured))
-        state = replace(state, feedback=loop)
+            settled=all(q in steady for q in measured), rows=_rows(observation, measured), filling=filling,
+            migrating=bool(migrating & set(measured)), stepped=calm - set(longest))
+        state = replace(state, feedback=replace(loop, stepped_at=stepped_at))
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
                     watch=watch, history=history, measured=inputs)
     return Observed(state, rows, measured, events)
+
+
+def _streams(plan: Any, query: str) -> set[str]:
+    return {plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].stream is not None}
 
 
 def _rows(observation: Observation, measured: Mapping[str, float]) -> int | None:
@@ -435,6 +452,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
+    guarded = transient_fit(problem, bounds, guarded, running, stream_d, live=setup.migration.strategy == "genmig")
     duration_ms = (timer() - started) * 1e3
 
     proposed = settings_of(problem, decision.fw, decision.fg, decision.fd)
@@ -447,7 +465,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         if state.feedback.measured_total is not None:  # staged against measured headroom when it is less
             held = max(held, state.feedback.measured_total)
         trajectory = predict(problem, bounds, now, (*problem.values(running.fw, running.fg), old_outcome),
-                             (*problem.values(guarded.fw, guarded.fg), guarded.outcome))
+                             (*problem.values(guarded.fw, guarded.fg), guarded.outcome), _lag(setup, problem))
     memory = {q: float(guarded.outcome.query_memory[i]) for i, q in enumerate(problem.queries)}
     staging = stage_changes(settings_changes, held, memory, snapshot.transient_memory, bounds.memory)
     joins = {c.query: c for c in proposals}
@@ -484,6 +502,14 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
                     rates=state.rates.decide_with(), last_decision_at=now, feedback=loop)
     return replace(done, state=state, decision=record, estimates=tuple(estimates), guarded=guarded, changes=settings_changes,
                    staging=staging, join_orders=tuple(proposals), desired=desired, events=tuple(events))
+
+
+def _lag(setup: Setup, problem: Problem) -> np.ndarray | None:
+    """Per query, watermark delay + trigger in model time units when changes migrate live (GenMig), else None."""
+    if setup.migration.strategy != "genmig":
+        return None
+    timings = setup.migration.timings
+    return np.array([sum(timings.get(q, (0.0, 0.0))) / setup.time_unit_seconds for q in problem.queries])
 
 
 def _running(problem: Problem, snapshot: Snapshot) -> Running | None:

@@ -10,12 +10,26 @@ has):
 - Per query, a ratio measured / estimated for state bytes (and, when the model
   is calibrated in seconds, for CPU) is smoothed over a time window (weight
   1 − exp(−Δt/τ) for an observation Δt after the last one, so its meaning does
-  not change with the observation interval). Only steady observations count:
-  the query is not migrating and its windows have filled since its last change.
+  not change with the observation interval). The smoothing is asymmetric: a
+  ratio above the factor by more than the dead band is followed within
+  ``rise`` (seconds), anything else only over ``window`` — under-estimating state breaks the bound, over-estimating
+  it only costs some QoS for a while. Observations of a migrating query never
+  count (both plans hold state). A query whose windows are still filling since
+  its last change counts once a quarter of its window has filled, against the
+  part of the estimate that can exist so far (estimate × filled fraction: the
+  state a window holds grows with the time it has been open; the cycle gives
+  filling fractions only when every change starts a new, empty plan — GenMig
+  or a restart, not a change in place — and only for queries without joins,
+  whose state grows faster than linearly), so a plan whose
+  bytes per row is wrong is corrected during warm-up, before the bound is hit;
+  such a factor is provisional (a partly filled window over-counts its first
+  granules), and the first steady ratio replaces it.
 - The decision optimises the estimates times those ratios
   (``Problem.corrected``).
 - While the measured total is over the usable bound, a decision is due and each
-  query's factor is at least its latest measured ratio, so the corrected
+  query's factor is at least its latest measured ratio — steady or not (a
+  window that still holds a burst's start under-counts, so this only raises a
+  factor where the state really exceeds the model) — so the corrected
   estimate of what runs is at least what was measured and the decision cuts.
 - Item 5 (ineffective adaptation): the last decision's predicted trajectory
   (``policies/trajectory.py``) says when the bound holds; once that time has
@@ -55,6 +69,12 @@ class FeedbackRules:
     time_unit_seconds: float = 1.0
     deadband: float = 0.15
     """A factor within this relative distance of the one the last decision used is kept at that one."""
+    rise: float = 5.0
+    """Time constant for a ratio above the factor (model time units): the factor rises fast, falls over ``window``."""
+
+
+MIN_FILL = 0.25
+"""A filling window counts once this fraction of it has filled: before, a few rows make the ratio noise."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +87,10 @@ class QueryFeedback:
     """The latest steady ratio, unsmoothed (clamped)."""
     memory_at: float | None = None
     cpu_at: float | None = None
+    raw: float | None = None
+    """The latest ratio of any observation outside a migration (windows filling or holding two rates included)."""
+    provisional: bool = False
+    """``memory`` comes from filling windows only: the first steady ratio replaces it."""
 
 
 @dataclass(frozen=True)
@@ -91,13 +115,22 @@ class FeedbackState:
     expectation: Expectation | None = None
     due: str | None = None
     """Why a decision is due now (an ineffective adaptation), cleared by the decision."""
+    stepped_at: Mapping[str, float] = field(default_factory=dict)
+    """Per stream, the model time its rate last stepped (windows holding both rates give no ratio)."""
     decided: tuple[tuple[str, float, float], ...] = ()
     """The factors the last decision used (a policy's incremental state is only valid for the same ones)."""
 
 
-def smoothed(previous: float, sample: float, elapsed: float, window: float) -> float:
-    """Exponential smoothing by time: the new sample weighs 1 − exp(−elapsed/window)."""
-    weight = 1.0 - math.exp(-max(elapsed, 0.0) / window) if window > 0 else 1.0
+def smoothed(previous: float, sample: float, elapsed: float, window: float, rise: float | None = None,
+             band: float = 0.0) -> float:
+    """Exponential smoothing by time: the new sample weighs 1 − exp(−elapsed/τ).
+
+    τ is ``rise`` for a sample more than ``band`` (relative) above the
+    previous value, else ``window``: a real rise is followed at once, while
+    noise within the band moves the value symmetrically, so it is not biased up.
+    """
+    tau = rise if rise is not None and sample > previous * (1 + band) else window
+    weight = 1.0 - math.exp(-max(elapsed, 0.0) / tau) if tau > 0 else 1.0
     return previous + weight * (sample - previous)
 
 
@@ -119,23 +152,38 @@ def measured_cpu(observation: Observation, unit_seconds: float) -> dict[str, flo
 def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: float, measured: Mapping[str, float],
             estimated: Mapping[str, float], steady: frozenset[str] | set[str], usable: float, bound: float,
             cpu_measured: Mapping[str, float] | None = None, cpu_estimated: Mapping[str, float] | None = None,
-            settled: bool = False, rows: int | None = None) -> tuple[FeedbackState, list[EventRecord]]:
+            settled: bool = False, rows: int | None = None, filling: Mapping[str, float] | None = None,
+            migrating: bool = False, stepped: frozenset[str] | set[str] = frozenset()) -> tuple[FeedbackState, list[EventRecord]]:
     """Fold one observation in: the ratios of steady queries, the measured total against the bounds, item 5's check.
 
     ``measured``/``estimated``: state bytes per admitted query (the raw model's
     estimate of the settings in force); ``settled``: every admitted query runs
     steadily (none migrates, all windows filled since their last change);
-    ``rows``: the state rows behind ``measured`` when the source counts them.
+    ``rows``: the state rows behind ``measured`` when the source counts them;
+    ``filling``: per query that runs (not migrating) with windows still
+    filling since its last change, the fraction filled; ``migrating``: some
+    query holds both plans' state, so a total over the bound is (in part) a
+    migration's transient, already predicted when it was staged, and no
+    reason to decide again before it ends; ``stepped``: queries (not
+    migrating) whose windows hold two input rates since a step.
     """
     if not rules.enabled:
         return state, []
     queries = dict(state.queries)
-    for q in steady:
+    for q, value in measured.items():
+        if estimated.get(q, 0.0) > 0 and (q in steady or q in (filling or {}) or q in (stepped or ())):
+            queries[q] = replace(queries.get(q, QueryFeedback()), raw=clamp(value / estimated[q], rules))
+    share = {q: 1.0 for q in steady}
+    share.update({q: f for q, f in (filling or {}).items() if q not in share and f >= MIN_FILL})
+    for q, fraction in share.items():
         if q in measured and estimated.get(q, 0.0) > 0:
-            ratio = clamp(measured[q] / estimated[q], rules)
+            ratio = clamp(measured[q] / (estimated[q] * min(fraction, 1.0)), rules)
             old = queries.get(q, QueryFeedback())
-            value = ratio if old.memory_at is None else smoothed(old.memory, ratio, now - old.memory_at, rules.window)
-            queries[q] = replace(old, memory=value, last_memory=ratio, memory_at=now)
+            fresh = old.memory_at is None or (old.provisional and fraction >= 1.0)
+            value = ratio if fresh else smoothed(old.memory, ratio, now - old.memory_at, rules.window, rules.rise,
+                                                 rules.deadband)
+            queries[q] = replace(old, memory=value, last_memory=ratio, memory_at=now,
+                                 provisional=fraction < 1.0 and (old.provisional or old.memory_at is None))
     if rules.cpu:
         for q, seconds in (cpu_measured or {}).items():
             estimate = (cpu_estimated or {}).get(q, 0.0)
@@ -145,7 +193,7 @@ def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: fl
                 value = ratio if old.cpu_at is None else smoothed(old.cpu, ratio, now - old.cpu_at, rules.window)
                 queries[q] = replace(old, cpu=value, cpu_at=now)
     total = float(sum(measured.values())) if measured else None
-    over = total is not None and total > usable + noise(total, rows)
+    over = total is not None and total > usable + noise(total, rows) and not migrating
     over_since = (state.over_since if state.over_since is not None else now) if over else None
     state = replace(state, queries=queries, measured_total=total, over_since=over_since,
                     over_decided=state.over_decided and over_since is not None)
@@ -193,7 +241,7 @@ def factors(state: FeedbackState, rules: FeedbackRules, queries: Sequence[str]) 
         f = state.queries.get(q)
         if f is None:
             continue
-        memory[i] = max(f.memory, f.last_memory) if state.over_since is not None and f.last_memory is not None else f.memory
+        memory[i] = max(f.memory, f.last_memory or 0.0, f.raw or 0.0) if state.over_since is not None else f.memory
         cpu[i] = f.cpu
         if q in used:  # noise around the factor a decision used is no reason to decide (and migrate) again
             memory[i], cpu[i] = _kept(memory[i], used[q][0], rules.deadband), _kept(cpu[i], used[q][1], rules.deadband)

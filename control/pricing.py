@@ -61,3 +61,45 @@ def whole_steps(problem: Problem, bounds: Bounds, guarded: Guarded, proposal: tu
     if not bool(outcome.fits(bounds)):
         return guarded
     return replace(guarded, fw=fw, fg=fg, outcome=outcome, limited=())
+
+
+STEPS = 33
+"""Candidate fractions of a growth tried at once (0, 1/32, …, 1): one vectorised evaluation."""
+
+
+def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
+                  live: bool) -> Guarded:
+    """Growths taken only as far as their migrations' transient state fits under the usable memory bound.
+
+    A live migration (GenMig) to a larger window holds the old plan's state
+    beside the new plan's until the new window has filled and the old plan
+    has drained: at its end the query holds its new steady state *plus* its
+    old one. A growth that fills the bound in steady state therefore breaks
+    it for the last seconds of every such migration (and each breach is a
+    reason to cut again). Here the growing queries move the same fraction of
+    the way to their new settings, the largest (of ``STEPS``) at which the
+    estimate of the new settings plus the old state of the growing queries
+    stays within the usable bound (with no room at all they keep their
+    settings). Cuts are left alone
+    (the bounds need them), as are changes made in place (``live`` false: no
+    migration holds two plans).
+    """
+    if running is None or not live:
+        return guarded
+    old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
+    changed = (guarded.fw != running.fw) | (guarded.fg != running.fg)
+    growing = changed & (guarded.outcome.query_memory > old)
+    if not growing.any():
+        return guarded
+    usable, extra = bounds.usable_memory, float(old[growing].sum())
+    if float(guarded.outcome.total_memory) + extra <= usable:
+        return guarded
+    share = np.linspace(0.0, 1.0, STEPS)
+    fw = np.where(growing[:, None], running.fw[:, None] + share * (guarded.fw - running.fw)[:, None], guarded.fw[:, None])
+    fg = np.where(growing[:, None], running.fg[:, None] + share * (guarded.fg - running.fg)[:, None], guarded.fg[:, None])
+    fd = None if guarded.fd is None else np.repeat(guarded.fd[:, None], STEPS, axis=1)
+    totals = problem.evaluate(fw, fg, stream_d, with_qos=False, fd=fd).total_memory
+    # Share 0 is no growth, hence no transient: the growing queries stay as they are.
+    k = int(np.flatnonzero(np.concatenate([[True], totals[1:] + extra <= usable]))[-1])
+    kept_fw, kept_fg = fw[:, k], fg[:, k]
+    return replace(guarded, fw=kept_fw, fg=kept_fg, outcome=problem.evaluate(kept_fw, kept_fg, stream_d, fd=guarded.fd))

@@ -37,7 +37,7 @@ def setup_of(config: Config, *, join_orders: bool) -> Setup:
         observe_seconds=config.schedule.observe_seconds,
         feedback=FeedbackRules(config.feedback.enabled, config.feedback.window_seconds / unit, config.feedback.min_ratio,
                                config.feedback.max_ratio, config.feedback.cpu, unit,
-                               config.feedback.deadband),
+                               config.feedback.deadband, config.feedback.rise_seconds / unit),
         time_unit_seconds=unit, migration=migrations(config), forecast=config.forecast)
 
 

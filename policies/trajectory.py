@@ -7,6 +7,16 @@ old to its new value between the moment the first changed window starts to
 show and the moment the last one is complete (a granularity change shows at
 once and completes after the query's longest window). The sum over queries is
 sampled at every such moment, which is exact for piecewise-linear curves.
+
+That is the §4.2 trajectory of a change made in place. A change put into
+force by a live migration (GenMig, ``lag`` given) follows another path: the
+new plan starts empty beside the old one and fills over its window plus the
+lag (watermark delay + trigger: how long an element stays in its state),
+while the old plan keeps all its state until it has drained, at the same
+time; only then does the query hold the new estimate alone. Its memory is
+therefore old + new × filled fraction, dropping to new at the drain time —
+the transient the staging and the pricing of migrations already count, and
+what Spark measures (paper 001 Fig 7, ``bench/trajectory.py``).
 """
 
 from __future__ import annotations
@@ -38,9 +48,16 @@ def predict(
     now: float,
     old: tuple[np.ndarray, np.ndarray, Outcome],
     new: tuple[np.ndarray, np.ndarray, Outcome],
+    lag: np.ndarray | None = None,
 ) -> Trajectory:
-    """Trajectory from the running setting ``old`` = (w, g, outcome) to ``new``."""
+    """Trajectory from the running setting ``old`` = (w, g, outcome) to ``new``.
+
+    ``lag``: per query, the watermark delay + trigger of a live migration (model
+    time units; None: changes take effect in place, §4.2's linear path).
+    """
     (w_old, g_old, before), (w_new, g_new, after) = old, new
+    if lag is not None:
+        return _migrating(problem, bounds, now, old, new, np.asarray(lag, dtype=float))
     n = len(problem.queries)
     start = np.full(n, np.inf)
     end = np.full(n, -np.inf)
@@ -72,6 +89,10 @@ def predict(
     # Shared nodes are counted once in the totals, so scale the per-query deltas onto the total change.
     memory = float(before.total_memory) + _scaled(delta_memory, float(after.total_memory - before.total_memory)) @ progress
     cpu = float(before.total_cpu) + _scaled(delta_cpu, float(after.total_cpu - before.total_cpu)) @ progress
+    return _trajectory(bounds, times, memory, cpu)
+
+
+def _trajectory(bounds: Bounds, times: np.ndarray, memory: np.ndarray, cpu: np.ndarray) -> Trajectory:
     within = (memory <= bounds.usable_memory * (1 + 1e-12)) & (cpu <= bounds.usable_cpu * (1 + 1e-12))
     hold_at = None
     if within[-1]:
@@ -85,3 +106,31 @@ def _scaled(deltas: np.ndarray, total: float) -> np.ndarray:
     if summed == 0:
         return deltas
     return deltas * (total / summed)
+
+
+def _migrating(problem: Problem, bounds: Bounds, now: float, old: tuple[np.ndarray, np.ndarray, Outcome],
+               new: tuple[np.ndarray, np.ndarray, Outcome], lag: np.ndarray) -> Trajectory:
+    """The path of live migrations: per changed query, old state held until drained, new state filling meanwhile."""
+    (w_old, g_old, before), (w_new, g_new, after) = old, new
+    n = len(problem.queries)
+    changed = np.zeros(n, dtype=bool)
+    span = np.zeros(n)
+    if len(problem.win_idx):
+        moved = w_old[problem.win_idx] != w_new[problem.win_idx]
+        changed[problem.win_query[moved]] = True
+        np.maximum.at(span, problem.win_query, w_new[problem.win_idx])
+    if len(problem.gran_idx):
+        changed[problem.gran_query[g_old[problem.gran_idx] != g_new[problem.gran_idx]]] = True
+    span = span + lag
+    end = now + span[changed]
+    # The drop at each drain time is a step: sample just before it too.
+    times = np.unique(np.concatenate([[now], end, np.nextafter(end, -np.inf)]))
+    if len(times) > MAX_POINTS:
+        times = np.unique(np.concatenate([np.linspace(now, times[-1], MAX_POINTS - 2), end[:MAX_POINTS // 2]]))
+    filled = np.clip((times[None, :] - now) / np.where(span[changed] > 0, span[changed], 1.0)[:, None], 0.0, 1.0)
+    drained = times[None, :] >= end[:, None]
+    old_m, new_m = before.query_memory[changed], after.query_memory[changed]
+    memory = float(before.total_memory) + (new_m[:, None] * filled - old_m[:, None] * drained).sum(axis=0)
+    old_c, new_c = before.query_cpu[changed], after.query_cpu[changed]
+    cpu = float(before.total_cpu) + (new_c[:, None] - old_c[:, None] * drained).sum(axis=0)  # both plans process meanwhile
+    return _trajectory(bounds, times, memory, cpu)

@@ -285,6 +285,9 @@ class FeedbackConfig:
     deadband: float = setting(0.15, rule=in_range(0.0, 1.0, "0 to 1"), doc="A factor within this relative distance of the one "
                               "the last decision used is not a change: decisions keep the old factor, so measurement noise "
                               "does not make the policy re-decide and migrate.")
+    rise_seconds: float = setting(5.0, rule=in_range(0.01, DAY, "10 ms to a day"), doc="Time constant of the smoothing "
+                                  "when a ratio is above the factor: it rises within seconds (state under-estimated breaks "
+                                  "the bound) and falls only over window_seconds.")
 
 
 @dataclass(frozen=True)

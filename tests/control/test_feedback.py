@@ -221,3 +221,36 @@ def test_a_crossing_within_the_arrivals_noise_is_no_reason_to_cut():
     assert feedback.observe(FeedbackState(), RULES, rows=100, **args)[0].over_since is None
     assert feedback.observe(FeedbackState(), RULES, rows=1_000_000, **args)[0].over_since == 0.0
     assert feedback.observe(FeedbackState(), RULES, **args)[0].over_since == 0.0  # rows not counted: no margin
+
+
+def test_a_filling_window_gives_a_provisional_ratio_against_the_state_that_can_exist_so_far():
+    """Bytes per row 2× the model's: half a window in, the state is what the model expects of a full one. The ratio is
+    measured against half the estimate (2, not 1) and replaced by the first steady ratio."""
+    args = dict(at=AT, estimated={"q": 100.0}, steady=set(), usable=1e9, bound=1e9)
+    early, _ = feedback.observe(FeedbackState(), RULES, now=1.0, measured={"q": 20.0}, filling={"q": 0.1}, **args)
+    assert early.queries["q"].memory_at is None  # a tenth of a window: too few rows to say anything
+    half, _ = feedback.observe(FeedbackState(), RULES, now=5.0, measured={"q": 100.0}, filling={"q": 0.5}, **args)
+    assert half.queries["q"].memory == pytest.approx(2.0) and half.queries["q"].provisional
+    steady, _ = feedback.observe(half, RULES, now=6.0, measured={"q": 180.0}, **{**args, "steady": {"q"}})
+    assert steady.queries["q"].memory == pytest.approx(1.8) and not steady.queries["q"].provisional
+
+
+def test_the_factor_rises_within_seconds_and_falls_over_the_window():
+    state = replace(FeedbackState(), queries={"q": feedback.QueryFeedback(memory=1.0, memory_at=0.0)})
+    args = dict(at=AT, estimated={"q": 100.0}, steady={"q"}, usable=1e9, bound=1e9)
+    up, _ = feedback.observe(state, RULES, now=5.0, measured={"q": 200.0}, **args)  # one rise time constant (5)
+    assert up.queries["q"].memory == pytest.approx(1.0 + (1 - math.exp(-1)))
+    down, _ = feedback.observe(replace(state, queries={"q": feedback.QueryFeedback(memory=2.0, memory_at=0.0)}), RULES,
+                               now=5.0, measured={"q": 100.0}, **args)
+    assert down.queries["q"].memory == pytest.approx(2.0 - (1 - math.exp(-5 / 60)))
+    noise, _ = feedback.observe(state, RULES, now=5.0, measured={"q": 110.0}, **args)  # within the dead band: slow
+    assert noise.queries["q"].memory == pytest.approx(1.0 + 0.1 * (1 - math.exp(-5 / 60)))
+
+
+def test_no_over_bound_trigger_while_a_migration_holds_both_plans_and_any_ratio_floors_the_factor_when_over():
+    args = dict(at=AT, now=0.0, measured={"q": 900.0}, estimated={"q": 100.0}, steady=set(), usable=500.0, bound=600.0)
+    during, _ = feedback.observe(FeedbackState(), RULES, migrating=True, **args)
+    assert during.over_since is None and feedback.trigger(during) is None
+    after, _ = feedback.observe(FeedbackState(), RULES, stepped={"q"}, **args)  # a rate step: no steady ratio, but over
+    assert feedback.trigger(after) is not None
+    assert feedback.factors(after, RULES, ["q"])[0].tolist() == [RULES.max_ratio if 9.0 > RULES.max_ratio else 9.0]

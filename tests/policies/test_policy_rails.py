@@ -180,3 +180,22 @@ def test_hysteresis_holds_a_tiny_cut_within_the_reserve_but_not_past_the_bound()
     out = guard(problem, past_bound, np.array([0.46, 0.5]), np.zeros(2), running([0.5, 0.5]),
                 Guardrails(hysteresis=0.05), now=100)
     assert out.fw.tolist() == [0.46, 0.5] and out.forced == ("p",)
+
+
+def test_a_live_migration_holds_both_plans_until_the_old_one_drains() -> None:
+    """GenMig (lag given): the new plan fills from empty over its window + lag while the old plan keeps all of its
+    state; at the drain time the old state goes at once, and only from then on does the bound hold."""
+    problem = window_problem()
+    old_fw, new_fw = np.array([1.0, 1.0]), np.array([0.0, 1.0])
+    w_old, g_old = problem.values(old_fw, np.zeros(2))
+    w_new, g_new = problem.values(new_fw, np.zeros(2))
+    before, after = problem.evaluate(old_fw, np.zeros(2)), problem.evaluate(new_fw, np.zeros(2))
+    bounds = Bounds(memory=float(after.total_memory) * 1.0001, cpu=float(before.total_cpu) * 4)
+    path = predict(problem, bounds, 0.0, (w_old, g_old, before), (w_new, g_new, after), lag=np.array([3_000.0, 3_000.0]))
+    drain = 1_000.0 + 3_000.0  # p's new window + lag
+    old_p, new_p = float(before.query_memory[0]), float(after.query_memory[0])
+    assert path.times[0] == 0.0 and path.times[-1] == drain
+    assert path.memory[-2] == pytest.approx(float(before.total_memory) + new_p)  # just before the drain: both plans
+    assert path.memory[-1] == pytest.approx(float(before.total_memory) + new_p - old_p)
+    assert path.memory[-1] == pytest.approx(float(after.total_memory))
+    assert path.bounds_hold_at == drain
