@@ -16,7 +16,10 @@ beside the old one and splits the results at T_split:
    run's sink filter (``BatchWriter.keep``) is set to keep only results
    before T_split — live, the old run is never restarted — and the new run
    starts with the filter that keeps only results from T_split on. Both
-   write to the query's one sink (each under its plan version).
+   write to the query's one sink (each under its plan version). An old run
+   that was itself a migration's new run keeps that migration's lower
+   bound too: results it has not emitted yet from before that T_split
+   belong to the run before it.
 2. running → draining: every source of the new run has read past T_split.
 3. draining → done: the old run has emitted everything before T_split — its
    watermark has passed T_split (window aggregates), or, for queries whose
@@ -54,7 +57,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from armd.control.errors import NotReady, PermanentError
@@ -75,6 +77,7 @@ from armd.migrations.genmig import (
 
 from .listener import ProgressListener, ProgressRecord
 from .managed import QueryManager, QueryParams, Run, load_builder
+from .sinks import Keep
 from .source import FORMAT as SYNTHETIC
 from .source import offset_stream
 from .sources import OldRun, SourceContractError, adapter_for, check_sources, source_format
@@ -87,15 +90,23 @@ DEFAULT_TIMEOUT_SECONDS = 600.0
 """How long a migration may stay running or draining before it fails (``[spark] migration_timeout_seconds``)."""
 
 
-def reference_filter(expression: str, t_split: float, side: str) -> Callable[[DataFrame], DataFrame]:
-    """The ``keep`` hook of one side: results before T_split (``old``) or from it on (``new``)."""
+def reference_filter(expression: str, t_split: float | None, side: str, since: float | None = None) -> Keep | None:
+    """The ``keep`` hook of one side: results before T_split (``old``) or from it on (``new``).
+
+    ``since``: the old run was itself the new run of an earlier migration, so it answers only from that one's T_split
+    on; its old-side filter keeps that lower bound (results it had not emitted yet must not pass now). ``None`` when
+    there is nothing to cut (a run that answers alone from the stream's start).
+    """
+    if side == "new" and t_split is None:
+        return None
     split = F.timestamp_seconds(F.lit(t_split))
     point = F.expr(expression)
-
-    def keep(df: DataFrame) -> DataFrame:
-        return df.filter(point < split) if side == "old" else df.filter(point >= split)
-
-    return keep
+    if side == "new":
+        return lambda df: df.filter(point >= split)
+    if since is None:
+        return lambda df: df.filter(point < split)
+    start = F.timestamp_seconds(F.lit(since))
+    return lambda df: df.filter((point >= start) & (point < split))
 
 
 def _window_seconds(params: QueryParams) -> float:
@@ -144,6 +155,8 @@ class GenMigApplier:
         self.log = log
         self.migrations: dict[str, Migration] = {}
         self._old: dict[str, Run] = {}
+        self._answers_from: dict[str, float] = {}
+        """Query → the T_split its current run answers from (it was the new run of that migration)."""
         self._lock = threading.RLock()
 
     # --- the Applier port ---
@@ -157,6 +170,7 @@ class GenMigApplier:
                 raise NotReady(f"query {query!r} is still migrating (state {self.migrations[query].state}); "
                                "a new change waits until it is done")
             if not managed.running:
+                self._answers_from.pop(query, None)  # a fresh run answers for the whole stream it reads
                 self.manager.start(query, replace(params, version=params.version + (1 if managed.runs else 0)))
                 self.log.info("query_started", query=query, plan_version=managed.params.version)
             elif params != managed.params:
@@ -222,7 +236,9 @@ class GenMigApplier:
         self.listener.wait_for_run(managed.query, timeout=SPLIT_WAIT_SECONDS)
         for _ in range(SPLIT_ATTEMPTS):
             latest, positions, starts, t_split, span = self._place_split(query, managed, params, old_sources, new_sources)
-            if managed.writer.keep_from(reference_filter(reference, t_split, "old"), latest.last_executed_batch + allowance):
+            since = self._answers_from.get(query)
+            if managed.writer.keep_from(reference_filter(reference, t_split, "old", since),  # type: ignore[arg-type]
+                                        latest.last_executed_batch + allowance):
                 break
             needed = (managed.writer.last_batch_id or 0) - allowance  # its progress places T_split past what was written
             self.listener.wait_for(lambda: (r := self.listener.latest_of_run(run_id)) is not None
@@ -235,15 +251,16 @@ class GenMigApplier:
                               facts={"positions": positions, "reference_point": reference, "span_seconds": span, "emits": emits,
                                      "starts": {s: start.note for s, start in starts.items()},
                                      "old_run": str(managed.query.runId) if managed.query else None,
-                                     "old_checkpoint": str(managed.checkpoint)})
+                                     "old_checkpoint": str(managed.checkpoint), "old_answers_from": since})
         old_run = self.manager.hand_over(query)
         new_params = replace(params, extra={**params.extra, "sources": {s: dict(start.options) for s, start in starts.items()}})
         try:
             new_query = self.manager.start(query, new_params, keep=reference_filter(reference, t_split, "new"))
         except Exception:
-            old_run.writer.keep = None  # roll back: the old run answers alone again
+            old_run.writer.keep = reference_filter(reference, since, "new")  # roll back: the old run answers alone again
             self.manager.take_back(query, old_run)
             raise
+        self._answers_from[query] = t_split
         self._old[query] = old_run
         self._since[query] = self.clock()
         started = max(positions.values())
@@ -283,7 +300,8 @@ class GenMigApplier:
             query, reference, t_split = migration.query, str(facts["reference_point"]), float(migration.t_split)
             if self.manager.get(query).running:
                 raise RuntimeError(f"query {query!r} already runs; resume a migration before starting its query")
-            self.manager.start(query, old_params, keep=reference_filter(reference, t_split, "old"),
+            since = facts.get("old_answers_from")
+            self.manager.start(query, old_params, keep=reference_filter(reference, t_split, "old", since),
                                checkpoint=Path(facts["old_checkpoint"]))
             old_run = self.manager.hand_over(query)
             try:
@@ -294,6 +312,7 @@ class GenMigApplier:
                 raise
             self._old[query] = old_run
             self._since[query] = self.clock()
+            self._answers_from[query] = t_split
             self.migrations[query] = migration
             self.log.info("genmig_resumed", query=query, state=migration.state, t_split=t_split)
 
@@ -304,6 +323,7 @@ class GenMigApplier:
                 self.manager.end_run(self._old.pop(query), keep_checkpoint=True)
                 self.manager.stop(query, keep_checkpoint=True)
             self.migrations.clear()
+            self._answers_from.clear()
 
     def step(self) -> None:
         """Advance every running migration by what the queries' progress shows now."""
@@ -355,7 +375,12 @@ class GenMigApplier:
         limit = f"within {self.timeout_seconds:g} s"
         if migration.state == RUNNING:
             self.manager.stop(query)
-            old.writer.keep = None
+            since = migration.facts.get("old_answers_from")
+            old.writer.keep = reference_filter(str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT)), since, "new")
+            if since is None:
+                self._answers_from.pop(query, None)
+            else:
+                self._answers_from[query] = since
             self.manager.take_back(query, old)
             note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in event "
                     "time); it was stopped and the old plan answers alone again")
