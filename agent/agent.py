@@ -23,8 +23,6 @@ and recorded as ``recommendation`` events.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,7 +32,6 @@ from typing import Any, Callable, Mapping, Sequence
 from armd.adapters.spark.genmig import DEFAULT_TIMEOUT_SECONDS, GenMigApplier
 from armd.adapters.spark.listener import ProgressListener, SparkStats
 from armd.adapters.spark.managed import ManagedSpec, QueryManager, QueryParams
-from armd.adapters.store import applications as apps
 from armd.adapters.store.sql import SqlStore
 from armd.control.coordinator import ApplyPorts, Coordinator
 from armd.control.ports import ActualState, EventRecord, QuerySettings
@@ -42,6 +39,7 @@ from armd.control.reconciler import Reconciler
 
 from .loop import AgentLoop, AppStore
 from .plan import describe
+from .report import Reporter, query_spec
 from .settings import AgentError, Range, Settings, seconds
 from .sink import UserSink, read_sink
 
@@ -130,7 +128,8 @@ class Agent:
         self.log = log or KeywordLog()
         self.store = store if isinstance(store, SqlStore) else SqlStore.open(str(store))
         self.store.require_current_schema()
-        apps.register_application(self.store, app, socket.gethostname(), os.getpid(), mode, clock())
+        self.reporter = Reporter(self.store, app, mode)
+        self.reporter.register(clock())
         self._own_listener = listener is None
         self.listener = listener or ProgressListener().attach(spark)
         root = checkpoint_root or tempfile.mkdtemp(prefix=f"armd-agent-{app}-")
@@ -197,12 +196,8 @@ class Agent:
         params = plan.apply(params)
         settings = in_force or self._settings(declared, params)
         params = params.with_settings(settings, self.time_unit_seconds)
-        apps.register_queries(self.store, self.app, [apps.AgentQueryRow(name, {
-            "plan": plan.document, "plan_source": plan.source, "nodes": plan.nodes, "mode": self.mode,
-            "windows": {n: r.as_json() for n, r in declared.windows.items()},
-            "slides": {n: r.as_json() for n, r in declared.slides.items()},
-            "initial": settings.as_json(), "time_unit_seconds": self.time_unit_seconds}, declared.weight, declared.qos)],
-            self.clock())
+        self.reporter.add_query(name, query_spec(plan, self.mode, declared.windows, declared.slides, settings,
+                                                 self.time_unit_seconds), declared.weight, declared.qos, self.clock())
         self.manager.register(ManagedSpec(name, builder, UserSink(writer.function), params,
                                           output_mode=writer.output_mode or "append", trigger=writer.trigger_args,
                                           streams=declared.streams))
@@ -254,7 +249,7 @@ class Agent:
         self.manager.stop_all()
         try:
             self.loop.report(self.clock())
-            apps.stopped(self.store, self.app, self.clock())
+            self.reporter.stopped(self.clock())
         except Exception as exc:  # noqa: BLE001 - stopping must finish; the daemon's timeout marks the application gone
             self.log.warning("agent_stop_unrecorded", app=self.app, error=str(exc))
         if self._own_listener:

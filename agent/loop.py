@@ -22,36 +22,16 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
-from armd.adapters.store import applications as apps
-from armd.adapters.store.sql import SqlStore
-from armd.control.ports import ActualState, DesiredSettings
+from armd.adapters.store.scoped import ScopedStore
 
 
-class AppStore:
+class AppStore(ScopedStore):
     """The store as this application's reconciler sees it: desired and actual rows of its own queries only."""
-
-    def __init__(self, store: SqlStore, queries: Callable[[], set[str]]) -> None:
-        self.store, self._queries = store, queries
-
-    def desired_settings(self) -> dict[str, DesiredSettings]:
-        mine = self._queries()
-        return {q: d for q, d in self.store.desired_settings().items() if q in mine}
-
-    def actual_states(self) -> dict[str, ActualState]:
-        mine = self._queries()
-        return {q: a for q, a in self.store.actual_states().items() if q in mine}
-
-    def open_migrations(self) -> list[dict[str, Any]]:
-        mine = self._queries()
-        return [m for m in self.store.open_migrations() if m.get("query") in mine]
 
     def current_settings(self) -> dict[str, Any]:
         return {}  # the agent starts its queries itself, with the settings in force (Agent._initial)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
 
 class AgentLoop:
@@ -95,10 +75,7 @@ class AgentLoop:
 
     def report(self, at: datetime) -> None:
         agent = self.agent
-        apps.seen(agent.store, agent.app, at)
-        observation = agent.stats.observe(at)
-        if observation.batches or observation.queries or observation.streams:
-            agent.store.record_observation(observation)
+        agent.reporter.report(at, agent.stats.observe(at))
 
     def recommend(self) -> None:
         """``recommend`` mode: each new desired version is said once, applied never."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Callable, Collection
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -43,18 +43,22 @@ LOOKBACK_SECONDS = 120.0
 
 class AgentStats:
     def __init__(self, store: SqlStore, time_unit_seconds: float, since: datetime, *,
-                 lookback_seconds: float = LOOKBACK_SECONDS) -> None:
+                 lookback_seconds: float = LOOKBACK_SECONDS,
+                 wanted: Callable[[], tuple[Collection[str], Collection[str]]] | None = None) -> None:
         if not time_unit_seconds > 0:
             raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
         self.store, self.time_unit_seconds = store, float(time_unit_seconds)
         self.lookback = timedelta(seconds=float(lookback_seconds))
         self._last = since.astimezone(timezone.utc)
         self._seen: dict[tuple[str, int], datetime] = {}
+        self.wanted = wanted
+        """(queries, streams) to pass on, when the caller knows them (the daemon's fleet); else read each time."""
 
     def observe(self, at: datetime) -> Observation:
         at = at.astimezone(timezone.utc)
-        low = self._last - self.lookback
-        observations, batches, queries, streams = self.store.transact(lambda s: self._read(s, low, at))
+        low = max(self._last, at - self.lookback) - self.lookback  # after a long pause (no fleet), not the whole past
+        known = None if self.wanted is None else tuple(set(x) for x in self.wanted())
+        observations, batches, queries, streams = self.store.transact(lambda s: self._read(s, low, at, known))
         self._last = max(self._last, at)
         self._seen = {k: t for k, t in self._seen.items() if t >= low}
         fresh_obs = [r for r in observations if self._new("o", r.id, r.at)]
@@ -68,12 +72,9 @@ class AgentStats:
     # --- reading ---
 
     @staticmethod
-    def _read(session: Session, low: datetime, at: datetime) -> tuple[list[Any], list[Any], set[str], set[str]]:
-        queries, streams = set(), set()
-        for name, spec in session.execute(select(m.Query.name, m.Query.spec)
-                                          .where(m.Query.app.is_not(None), m.Query.status != "removed")):
-            queries.add(name)
-            streams |= set((((spec or {}).get("plan") or {}).get("streams") or {}))
+    def _read(session: Session, low: datetime, at: datetime,
+              known: tuple[set[str], ...] | None) -> tuple[list[Any], list[Any], set[str], set[str]]:
+        queries, streams = known if known is not None else _registered(session)
         observations = list(session.scalars(select(m.ObservationRow).where(m.ObservationRow.at > low, m.ObservationRow.at <= at)
                                             .order_by(m.ObservationRow.at, m.ObservationRow.id)))
         batches = list(session.scalars(select(m.BatchRow).where(m.BatchRow.at > low, m.BatchRow.at <= at)
@@ -114,3 +115,13 @@ class AgentStats:
         return BatchProgress(b.query, b.run_id, int(b.batch_id), b.at, int(b.input_rows), int(b.batch_ms),
                              dict(b.durations_ms or {}), b.event_min, b.event_max, b.watermark, int(b.state_rows),
                              int(b.state_bytes), int(b.rows_dropped_by_watermark), list(b.operators or []), b.plan_version)
+
+
+def _registered(session: Session) -> tuple[set[str], set[str]]:
+    """The agent queries not removed and the streams of their plans."""
+    queries, streams = set(), set()
+    for name, spec in session.execute(select(m.Query.name, m.Query.spec)
+                                      .where(m.Query.app.is_not(None), m.Query.status != "removed")):
+        queries.add(name)
+        streams |= set((((spec or {}).get("plan") or {}).get("streams") or {}))
+    return queries, streams

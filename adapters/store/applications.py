@@ -133,3 +133,44 @@ def queries_of(store: SqlStore, app: str) -> dict[str, dict[str, Any]]:
     """The application's queries: name → spec, with ``status``."""
     return store.transact(lambda s: {q.name: {**(q.spec or {}), "status": q.status}
                                      for q in s.scalars(select(m.Query).where(m.Query.app == app))})
+
+
+@dataclass(frozen=True)
+class GovernedQuery:
+    """An agent query the daemon decides for: registered by an application that is still there, not removed."""
+
+    name: str
+    app: str
+    spec: Mapping[str, Any]
+    weight: float
+    qos: Mapping[str, Any]
+    mode: str
+    """The application's mode, or the query's own (``spec["mode"]``) when it says ``recommend``."""
+
+
+def fleet_key(store: SqlStore) -> frozenset[tuple[str, str, datetime]]:
+    """What identifies the governed set cheaply (query, application, the application's start): read every observation,
+    the specs only when it changes (``governed``)."""
+    return store.transact(lambda s: frozenset(
+        (name, app, _utc_naive(started)) for name, app, started in s.execute(
+            select(m.Query.name, m.Query.app, m.Application.started_at).join(m.Application, m.Application.app == m.Query.app)
+            .where(m.Query.status != "removed", m.Application.status == "running"))))
+
+
+def governed(store: SqlStore) -> list[GovernedQuery]:
+    """Every query of a running application that is not removed, with its spec (plan, ranges) and mode."""
+    def run(session: Session) -> list[GovernedQuery]:
+        rows = session.execute(select(m.Query, m.Application.mode).join(m.Application, m.Application.app == m.Query.app)
+                               .where(m.Query.status != "removed", m.Application.status == "running").order_by(m.Query.name))
+        out = []
+        for query, mode in rows:
+            spec = dict(query.spec or {})
+            out.append(GovernedQuery(query.name, str(query.app), spec, float(query.weight), dict(query.qos or {}),
+                                     "recommend" if "recommend" in (mode, spec.get("mode")) else "apply"))
+        return out
+
+    return store.transact(run)
+
+
+def _utc_naive(at: datetime) -> datetime:
+    return at if at.tzinfo is None else at.astimezone(timezone.utc).replace(tzinfo=None)
