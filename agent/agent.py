@@ -38,6 +38,7 @@ from armd.control.ports import ActualState, EventRecord, QuerySettings
 from armd.control.reconciler import Reconciler
 
 from .loop import AgentLoop, AppStore
+from .admission import AdmissionGate, check_on_reject
 from .plan import describe
 from .report import Reporter, query_spec
 from .settings import AgentError, Range, Settings, seconds
@@ -92,6 +93,8 @@ class AgentQuery:
     """Builder node → initial window (seconds); default: the range's max."""
     initial_slide: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    mode: str | None = None
+    """``recommend`` for this query alone (the application's mode otherwise)."""
 
     def builder(self) -> Callable[[Any, QueryParams], Any]:
         """``builder(spark, params)`` as ``QueryManager`` and GenMig call it, carrying the function's GenMig hints."""
@@ -114,7 +117,7 @@ class Agent:
                  checkpoint_root: str | Path | None = None, poll_seconds: float = 1.0,
                  time_unit_seconds: float = 0.001, plan: str | Path | None = None,
                  migration_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-                 listener: ProgressListener | None = None, log: Any = None,
+                 listener: ProgressListener | None = None, log: Any = None, on_reject: str = "start",
                  clock: Callable[[], datetime] = utc_now) -> None:
         if mode not in MODES:
             raise AgentError(f"Agent(mode={mode!r}): mode must be one of {', '.join(MODES)}")
@@ -123,6 +126,7 @@ class Agent:
         if not poll_seconds > 0:
             raise AgentError(f"Agent(poll_seconds={poll_seconds!r}): must be > 0")
         self.spark, self.app, self.mode, self.clock = spark, app, mode, clock
+        self.on_reject = check_on_reject(on_reject, f"Agent(app={app!r})")
         self.time_unit_seconds, self.poll_seconds = float(time_unit_seconds), float(poll_seconds)
         self.plan_file = Path(plan) if plan is not None else None
         self.log = log or KeywordLog()
@@ -139,6 +143,10 @@ class Agent:
                                      on_transition=lambda m: self.coordinator.transition(m))
         self.declared: dict[str, AgentQuery] = {}
         self.started: dict[str, AgentQuery] = {}
+        self.queries: dict[str, Any] = {}
+        """The Spark query each started query was started as."""
+        self._pending: dict[str, tuple[Any, ...]] = {}
+        self.gate = AdmissionGate(self.store, app, self.log, self._launch)
         self.view = AppStore(self.store, lambda: set(self.started))
         ports = ApplyPorts(self.view, self.applier, self._record, self._emit, clock, self.log)
         self.coordinator = Coordinator(ports, memory_bound=float("inf"))
@@ -155,7 +163,7 @@ class Agent:
               slides: Mapping[str, tuple[Any, Any]] | None = None, weight: float = 1.0, qos: Mapping[str, Any] | None = None,
               sources: Mapping[str, Mapping[str, Any]] | None = None, streams: Sequence[str] = (),
               initial: Mapping[str, Any] | None = None, initial_slide: Any = None,
-              extra: Mapping[str, Any] | None = None) -> Callable[[Callable[[Any, Settings], Any]], Callable[[Any, Settings], Any]]:
+              extra: Mapping[str, Any] | None = None, mode: str | None = None) -> Callable[[Callable[[Any, Settings], Any]], Callable[[Any, Settings], Any]]:
         """Declare a query armd governs: ``windows``/``slides`` give (min, max) per window node; returns a decorator."""
         if not name or "@" in name:
             raise AgentError(f"@agent.query({name!r}): a query name is non-empty and has no '@'")
@@ -168,6 +176,8 @@ class Agent:
             raise AgentError(f"query {name!r}: slides for {unknown} but no window of that name; windows: {sorted(ranges)}")
         if not weight > 0:
             raise AgentError(f"query {name!r}: weight must be > 0, got {weight!r}")
+        if mode is not None and mode not in MODES:
+            raise AgentError(f"query {name!r}: mode={mode!r}; allowed: {', '.join(MODES)} (or leave it out for the application's)")
         start = {n: seconds(v, f"query {name!r}: initial[{n!r}]") for n, v in (initial or {}).items()}
         for node, value in start.items():
             if node not in ranges or not ranges[node].low <= value <= ranges[node].high:
@@ -177,17 +187,20 @@ class Agent:
             self.declared[name] = AgentQuery(
                 name, function, ranges, slide_ranges, float(weight), dict(qos or {}), dict(sources or {}), tuple(streams),
                 {n: start.get(n, r.high) for n, r in ranges.items()},
-                None if initial_slide is None else seconds(initial_slide, f"query {name!r}: initial_slide"), dict(extra or {}))
+                None if initial_slide is None else seconds(initial_slide, f"query {name!r}: initial_slide"), dict(extra or {}),
+                mode)
             return function
 
         return register
 
-    def start(self, name: str, sink: Callable[[Any], Any]) -> Any:
-        """Register the query in the store and start it with the settings in force; returns the Spark query."""
+    def start(self, name: str, sink: Callable[[Any], Any], on_reject: str | None = None) -> Any:
+        """Register the query in the store and start it with the settings in force; returns the Spark query, or ``None``
+        while it waits for armd's admission verdict (``on_reject``, default the agent's: agent/admission.py)."""
         if name not in self.declared:
             raise AgentError(f"agent.start({name!r}): no such query; declared: {', '.join(sorted(self.declared)) or 'none'}")
-        if name in self.started:
+        if name in self.started or name in self._pending:
             raise AgentError(f"agent.start({name!r}): already started")
+        on_reject = check_on_reject(self.on_reject if on_reject is None else on_reject, f"agent.start({name!r})")
         declared = self.declared[name]
         writer = read_sink(name, sink)
         params, in_force, version = self._initial(declared)
@@ -195,22 +208,40 @@ class Agent:
         plan = describe(self.spark, builder, declared, params, self.time_unit_seconds, self.plan_file, self.log)
         params = plan.apply(params)
         settings = in_force or self._settings(declared, params)
-        params = params.with_settings(settings, self.time_unit_seconds)
-        self.reporter.add_query(name, query_spec(plan, self.mode, declared.windows, declared.slides, settings,
+        self.reporter.add_query(name, query_spec(plan, declared.mode or self.mode, declared.windows, declared.slides, settings,
                                                  self.time_unit_seconds), declared.weight, declared.qos, self.clock())
+        self._pending[name] = (declared, writer, builder, params, settings, version)
+        self.gate.hold(name, on_reject)
+        self.loop.start()
+        return self.queries.get(name)
+
+    def _launch(self, name: str, minimum: bool) -> None:
+        """Start a registered query: at the settings armd wants by now (or at its QoS minimum when rejected)."""
+        declared, writer, builder, params, settings, version = self._pending.pop(name)
+        wanted = self.store.desired_settings().get(name)
+        if minimum:
+            settings = self._minimum(declared, params)
+        elif wanted is not None and self.mode == "apply" and not wanted.recommend_only and wanted.plan_version > version:
+            settings, version = wanted.settings, wanted.plan_version
+        params = params.with_settings(settings, self.time_unit_seconds)
         self.manager.register(ManagedSpec(name, builder, UserSink(writer.function), params,
                                           output_mode=writer.output_mode or "append", trigger=writer.trigger_args,
                                           streams=declared.streams))
-        query = self.manager.start(name)
+        self.queries[name] = self.manager.start(name)
         self.started[name] = declared
         self.stats.queries = set(self.started)  # type: ignore[assignment]
         if declared.streams:
             self.stats.streams[name] = declared.streams
         self.coordinator.report(ActualState(name, version, settings, "steady", at=self.clock()))
         self.log.info("query_started", app=self.app, query=name, plan_version=version, windows=dict(settings.windows),
-                      granularity=settings.granularity, mode=self.mode)
-        self.loop.start()
-        return query
+                      granularity=settings.granularity, mode=self.mode, at_minimum=minimum)
+
+    def _minimum(self, declared: AgentQuery, params: QueryParams) -> QuerySettings:
+        """The QoS minimum: every window at the low end of its range, the coarsest slide allowed."""
+        unit = self.time_unit_seconds
+        windows = {params.node(n): r.low / unit for n, r in declared.windows.items()}
+        granularity = max((r.high for r in declared.slides.values()), default=None)
+        return QuerySettings(0.0, 0.0, windows, None if granularity is None else granularity / unit, 0.0)
 
     def _initial(self, declared: AgentQuery) -> tuple[QueryParams, QuerySettings | None, int]:
         """Initial params; the settings in force and their version when the store has them (a restarted application)."""

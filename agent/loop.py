@@ -11,8 +11,10 @@ fixed interval (``Agent(poll_seconds=...)``). Each round:
    and ``batches``;
 3. in ``apply`` mode the reconciler applies new desired versions of this
    application's queries and the coordinator advances running migrations;
-   in ``recommend`` mode each new version is logged and recorded as a
-   ``recommendation`` event, nothing else.
+   a recommendation (every version in ``recommend`` mode; a
+   ``recommend_only`` row, e.g. for a query declared with
+   ``mode="recommend"``) is logged and recorded as a ``recommendation``
+   event, nothing else.
 
 A round that fails is logged and the next one tries again; the user's
 queries never stop because the store is away.
@@ -66,11 +68,11 @@ class AgentLoop:
         """One round (see the module docstring)."""
         self.report(at)
         agent = self.agent
-        if agent.mode == "apply":
+        agent.gate.round()
+        if agent.mode == "apply":  # recommend_only rows (a query in recommend mode, a dry run) are never applied
             agent.reconciler.tick()
             agent.coordinator.advance()
-        else:
-            self.recommend()
+        self.recommend()
         self.rounds += 1
 
     def report(self, at: datetime) -> None:
@@ -78,9 +80,12 @@ class AgentLoop:
         agent.reporter.report(at, agent.stats.observe(at))
 
     def recommend(self) -> None:
-        """``recommend`` mode: each new desired version is said once, applied never."""
+        """Each new recommendation (every desired version in ``recommend`` mode, ``recommend_only`` rows otherwise) is
+        said once, applied never."""
         agent = self.agent
         for query, wanted in agent.view.desired_settings().items():
+            if agent.mode == "apply" and not wanted.recommend_only:
+                continue
             actual = agent.coordinator.actual.get(query)
             if wanted.plan_version <= max(self._recommended.get(query, 0), actual.plan_version if actual else 0):
                 continue
@@ -88,6 +93,6 @@ class AgentLoop:
             settings = wanted.settings
             agent._emit("recommendation", "info",
                         f"armd recommends plan version {wanted.plan_version} for {query!r} (windows "
-                        f"{dict(settings.windows)}, granularity {settings.granularity}); application "
-                        f"{agent.app!r} runs in recommend mode and applies nothing", query,
+                        f"{dict(settings.windows)}, granularity {settings.granularity}); {query!r} of application "
+                        f"{agent.app!r} is in recommend mode: nothing is applied", query,
                         {"plan_version": wanted.plan_version, "settings": settings.as_json()}, alert=False)

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from armd.adapters.store.sql import SqlStore
+from armd.agent.admission import AdmissionGate
 from armd.agent.agent import KeywordLog
 from armd.agent.loop import AppStore
 from armd.agent.plan import PlanInfo
@@ -76,34 +77,43 @@ class SimulatedApp:
         self.log = log or KeywordLog(f"armd.agent.{app}")
         self.reporter = Reporter(store, app, mode)
         self.applier = InstantApplier()
-        self.view = AppStore(store, lambda: set(self.queries))
+        self.running: set[str] = set()
+        self.view = AppStore(store, lambda: set(self.running))
         ports = ApplyPorts(self.view, self.applier, self._record, self._emit, clock, self.log)
         self.coordinator = Coordinator(ports, memory_bound=float("inf"))
         self.reconciler = Reconciler(ports, self.coordinator)
+        self.gate = AdmissionGate(store, app, self.log, self._launch)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last = time.monotonic()
         self.errors = 0
 
-    def register(self) -> None:
+    def register(self, on_reject: str = "start") -> None:
+        """Register the application and its queries; each starts as the admission gate allows (agent/admission.py)."""
         at = self.clock()
         self.reporter.register(at, host="simulated", pid=0)
         for q in self.queries.values():
-            window = Range(q.low, q.high)
             settings = QuerySettings(1.0, 1.0, {f"{q.name}.w": q.high / self.unit}, None, 1.0)
-            self.reporter.add_query(q.name, query_spec(q.plan(self.unit), self.mode, {"w": window}, {}, settings, self.unit),
-                                    1.0, {}, at)
-            self.applier.settings[q.name] = settings
-            self.coordinator.report(ActualState(q.name, 0, settings, "steady", at=at))
+            self.reporter.add_query(q.name, query_spec(q.plan(self.unit), self.mode, {"w": Range(q.low, q.high)}, {}, settings,
+                                                       self.unit), 1.0, {}, at)
+        for q in self.queries:
+            self.gate.hold(q, on_reject)
+
+    def _launch(self, name: str, minimum: bool) -> None:
+        q = self.queries[name]
+        window = q.low if minimum else q.high
+        settings = QuerySettings(0.0 if minimum else 1.0, 1.0, {f"{name}.w": window / self.unit}, None, 0.0 if minimum else 1.0)
+        self.applier.settings[name] = settings
+        self.running.add(name)
+        self.coordinator.report(ActualState(name, 0, settings, "steady", at=self.clock()))
 
     def observation(self, at: datetime, seconds: float) -> Observation:
         """What the queries' streams received in the last ``seconds`` at their current rates."""
         streams, queries = [], []
-        for q in self.queries.values():
+        for q in (self.queries[name] for name in sorted(self.running)):
             rows = max(1, int(round(q.rate_per_second * seconds)))
             streams.append(StreamStats(q.stream, rows, seconds, rows / seconds, seconds / self.unit / rows, None, 1.0))
-            window = self.applier.settings[q.name].windows.get(f"{q.name}.w", q.high / self.unit) * self.unit
-            queries.append(QueryMetrics(q.name, q.groups, int(window * q.rate_per_second * q.size)))
+            queries.append(QueryMetrics(q.name, q.groups))  # no state bytes: a made-up figure would steer the feedback
         return Observation(at, streams, queries)
 
     def round(self) -> None:
@@ -113,6 +123,7 @@ class SimulatedApp:
         self.reporter.report(at, self.observation(at, seconds))
         if self.on_report is not None:
             self.on_report(self.app, at)
+        self.gate.round()
         if self.mode == "apply":
             self.reconciler.tick()
             self.coordinator.advance()

@@ -51,6 +51,7 @@ from armd.policies.problem import Problem
 from .config import Config
 from .metrics import NoMetrics
 from .names import node_labels
+from .render import Words
 from .fleet import Fleet, effective
 from .setup import config_rows, setup_of, trigger_rules
 
@@ -171,9 +172,14 @@ class Controller:
 
     def _fleet_moved(self) -> None:
         """Agent queries joined or left (an application came, stopped, was marked gone): admit and re-decide."""
-        if self._read_fleet():
-            if self._reconfigure(self._with_fleet(self.base)):
-                self.changes |= Changes(queries=True)
+        if not self._read_fleet():
+            return
+        # A query registered again (its application restarted) waits for a verdict: admitted anew, not as remembered.
+        waiting = {q.name for q in self._governed if q.status == "pending" and q.name in self.state.status}
+        if waiting:
+            self.state = replace(self.state, status={q: v for q, v in self.state.status.items() if q not in waiting})
+        if self._reconfigure(self._with_fleet(self.base)) or waiting:
+            self.changes |= Changes(queries=True)
 
     def reject_reload(self, message: str) -> None:
         """A reload that could not be taken: the old configuration stays."""
@@ -345,6 +351,12 @@ class Controller:
         if desired:
             self.desired.update({row.query: row for row in desired})
             self._record("desired", lambda: self.store.write_desired(desired))
+        for row in desired:
+            if row.query in recommend:
+                self.emit("recommendation", "info", f"recommended plan version {row.plan_version} for {row.query!r}: "
+                          f"{Words(self.config.model.time_unit_seconds, self.labels).settings(row.settings.as_json())}; its application runs in recommend mode and "
+                          "applies nothing", row.query, {"plan_version": row.plan_version, "settings": row.settings.as_json()},
+                          alert=False)
 
     def report(self, event: EventRecord) -> None:
         """Log, record and (for warnings and errors) alert an event an adapter made, e.g. a lossy restart."""
