@@ -2,7 +2,8 @@
 
 Why a thread: the user's code blocks in ``await_termination`` (or does
 its own work); reporting and reconciling must go on beside it at a short,
-fixed interval (``Agent(poll_seconds=...)``). Each round:
+fixed interval (``Agent(poll_seconds=...)``), and at once when the daemon
+writes desired settings on PostgreSQL (``pace.py``). Each round:
 
 1. ``applications.last_seen_at`` is touched (the daemon marks silent
    applications gone);
@@ -28,6 +29,8 @@ from typing import Any
 
 from armd.adapters.store.scoped import ScopedStore
 
+from .pace import Pacer
+
 
 class AppStore(ScopedStore):
     """The store as this application's reconciler sees it: desired and actual rows of its own queries only."""
@@ -40,6 +43,7 @@ class AgentLoop:
     def __init__(self, agent: Any) -> None:
         self.agent = agent
         self.stopped = threading.Event()
+        self.pacer = Pacer(agent.poll_seconds, self.stopped)
         self._thread: threading.Thread | None = None
         self._recommended: dict[str, int] = {}
         self.rounds = 0
@@ -47,17 +51,18 @@ class AgentLoop:
 
     def start(self) -> None:
         if self._thread is None:
+            self.pacer.listen(self.agent.store, self.agent.log)
             self._thread = threading.Thread(target=self._run, name=f"armd-agent-{self.agent.app}", daemon=True)
             self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self.stopped.set()
+        self.pacer.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self._thread = None
 
     def _run(self) -> None:
-        while not self.stopped.wait(self.agent.poll_seconds):
+        while self.pacer.next():
             try:
                 self.round(self.agent.clock())
             except Exception as exc:  # noqa: BLE001 - the next round tries again

@@ -23,6 +23,7 @@ from armd.adapters.store.sql import SqlStore
 from armd.agent.admission import AdmissionGate
 from armd.agent.agent import KeywordLog
 from armd.agent.loop import AppStore
+from armd.agent.pace import Pacer
 from armd.agent.plan import PlanInfo
 from armd.agent.report import Reporter, query_spec
 from armd.agent.settings import Range
@@ -71,7 +72,7 @@ class InstantApplier:
 class SimulatedApp:
     def __init__(self, store: SqlStore, app: str, queries: list[SimQuery], *, unit: float = 0.001, mode: str = "apply",
                  poll_seconds: float = 1.0, clock: Callable[[], datetime] = utc_now, log: Any = None,
-                 on_report: Callable[[str, datetime], None] | None = None) -> None:
+                 on_report: Callable[[str, datetime], None] | None = None, listen: bool = False) -> None:
         self.store, self.app, self.queries, self.unit, self.mode = store, app, {q.name: q for q in queries}, unit, mode
         self.poll_seconds, self.clock, self.on_report = poll_seconds, clock, on_report
         self.log = log or KeywordLog(f"armd.agent.{app}")
@@ -84,6 +85,9 @@ class SimulatedApp:
         self.reconciler = Reconciler(ports, self.coordinator)
         self.gate = AdmissionGate(store, app, self.log, self._launch)
         self._stop = threading.Event()
+        self.pacer = Pacer(poll_seconds, self._stop)
+        self.listen = listen
+        """LISTEN for desired settings on PostgreSQL (one connection per application), as the agent does."""
         self._thread: threading.Thread | None = None
         self._last = time.monotonic()
         self.errors = 0
@@ -129,12 +133,14 @@ class SimulatedApp:
             self.coordinator.advance()
 
     def start(self) -> "SimulatedApp":
+        if self.listen:
+            self.pacer.listen(self.store, self.log)
         self._thread = threading.Thread(target=self._run, name=f"sim-{self.app}", daemon=True)
         self._thread.start()
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
+        while self.pacer.next():
             try:
                 self.round()
             except Exception as exc:  # noqa: BLE001 - as the agent: the next round tries again
@@ -143,7 +149,7 @@ class SimulatedApp:
 
     def silence(self) -> None:
         """Stop reporting without saying so (a killed application): the daemon marks it gone after its timeout."""
-        self._stop.set()
+        self.pacer.stop()
         if self._thread is not None:
             self._thread.join(10)
 
