@@ -54,6 +54,8 @@ class AgentStats:
         self._last = since.astimezone(timezone.utc)
         self._seen: dict[tuple[str, int], datetime] = {}
         self.wanted = wanted
+        self.lags: list[float] = []
+        """Per row read by the last ``observe``: seconds from the application's report to this read."""
         """(queries, streams) to pass on, when the caller knows them (the daemon's fleet); else read each time."""
 
     def observe(self, at: datetime) -> Observation:
@@ -64,6 +66,7 @@ class AgentStats:
         self._last = max(self._last, at)
         self._seen = {k: t for k, t in self._seen.items() if t >= low}
         fresh_obs = [r for r in observations if self._new("o", r.id, r.at)]
+        self.lags = [(at - _aware(r.at)).total_seconds() for r in fresh_obs]
         fresh_batches = [b for b in batches if self._new("b", b.id, b.at)]
         return Observation(at, self._streams(fresh_obs, streams), self._queries(fresh_obs, queries),
                            [self._batch(b) for b in fresh_batches if b.query in queries])
@@ -127,3 +130,7 @@ def _registered(session: Session) -> tuple[set[str], set[str]]:
         queries.add(name)
         streams |= set((((spec or {}).get("plan") or {}).get("streams") or {}))
     return queries, streams
+
+
+def _aware(at: datetime) -> datetime:
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at

@@ -4,7 +4,9 @@ Why: several applying sides share one store — the daemon's reconciler for
 the queries of its configuration, and each ``armd.agent`` application's for
 the queries it registered. Each must put into force (and restore, and
 advance migrations of) only its own queries; every other call passes
-through to the store unchanged.
+through to the store unchanged. A store that can (``reads_by_query``)
+is asked for the own rows only, so a thousand applications do not each
+read every query's row every round.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ class ScopedStore:
 
     def desired_settings(self) -> dict[str, DesiredSettings]:
         mine = self._queries()
-        return {q: d for q, d in self.store.desired_settings().items() if q in mine}
+        rows = self.store.desired_settings(queries=mine) if getattr(self.store, "reads_by_query", False) else self.store.desired_settings()
+        return {q: d for q, d in rows.items() if q in mine}
 
     def actual_states(self) -> dict[str, ActualState]:
         mine = self._queries()
-        return {q: a for q, a in self.store.actual_states().items() if q in mine}
+        rows = self.store.actual_states(queries=mine) if getattr(self.store, "reads_by_query", False) else self.store.actual_states()
+        return {q: a for q, a in rows.items() if q in mine}
 
     def open_migrations(self) -> list[dict[str, Any]]:
         mine = self._queries()

@@ -590,11 +590,18 @@ class SqlStore:
         """The SQLAlchemy URL of the database (with its password: for a second connection of armd's own)."""
         return self._engine.url
 
-    def desired_settings(self) -> dict[str, DesiredSettings]:
+    reads_by_query = True
+    """``desired_settings`` and ``actual_states`` take ``queries=`` (an application reads its own rows only)."""
+
+    def desired_settings(self, queries: Iterable[str] | None = None) -> dict[str, DesiredSettings]:
+        wanted = select(m.DesiredSettingsRow)
+        if queries is not None:
+            wanted = wanted.where(m.DesiredSettingsRow.query.in_(sorted(queries)))
+
         def run(session: Session) -> dict[str, DesiredSettings]:
             return {r.query: DesiredSettings(r.query, int(r.plan_version), _settings(r.settings), r.join_order, bool(r.may_start),
                                              bool(r.recommend_only), r.decision_id, r.at, r.reason or {})
-                    for r in session.scalars(select(m.DesiredSettingsRow))}
+                    for r in session.scalars(wanted)}
 
         return self._call(run)
 
@@ -610,12 +617,16 @@ class SqlStore:
                  "extra_state_bytes": state.extra_state_bytes, "at": _utc(state.at) if state.at is not None else None}
         self._call(lambda session: _upsert(session, m.ActualStateRow, [value]))
 
-    def actual_states(self) -> dict[str, ActualState]:
+    def actual_states(self, queries: Iterable[str] | None = None) -> dict[str, ActualState]:
+        wanted = select(m.ActualStateRow)
+        if queries is not None:
+            wanted = wanted.where(m.ActualStateRow.query.in_(sorted(queries)))
+
         def run(session: Session) -> dict[str, ActualState]:
             return {r.query: ActualState(
                 r.query, int(r.plan_version), None if r.settings is None else _settings(r.settings), r.phase, r.join_order,
                 r.migration_state, None if r.target_version is None else int(r.target_version), int(r.attempts), r.error,
-                r.retry_at, r.extra_state_bytes, r.at) for r in session.scalars(select(m.ActualStateRow))}
+                r.retry_at, r.extra_state_bytes, r.at) for r in session.scalars(wanted)}
 
         return self._call(run)
 
