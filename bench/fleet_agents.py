@@ -45,6 +45,8 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parent.parent
+APPS_PER_STORE = 5
+"""Simulated applications sharing one store (its pool holds 15 connections): an application holds one per round."""
 TABLES = ("observations", "batches", "estimates", "events", "decisions", "desired_settings", "actual_states", "migrations",
           "queries", "applications")
 
@@ -92,10 +94,10 @@ def worker(url: str, apps: list[str], queries: int, rate: float, stop: Any, out:
 
     from armd.adapters.store.sql import SqlStore
 
-    store = SqlStore.open(url)
+    stores = [SqlStore.open(url) for _ in range(0, len(apps), APPS_PER_STORE)]  # a pool of connections per few apps
     made = []
     for i, app in enumerate(apps):
-        sim = SimulatedApp(store, app, [SimQuery(f"{app}_q{j}", f"{app}_s{j}", rate) for j in range(queries)], poll_seconds=1.0)
+        sim = SimulatedApp(stores[i // APPS_PER_STORE], app, [SimQuery(f"{app}_q{j}", f"{app}_s{j}", rate) for j in range(queries)], poll_seconds=1.0)
         sim.register()
         sim.start()
         made.append(sim)
@@ -104,7 +106,8 @@ def worker(url: str, apps: list[str], queries: int, rate: float, stop: Any, out:
     for sim in made:
         sim.stop()
     out.put({"apps": len(made), "errors": sum(s.errors for s in made)})
-    store.close()
+    for store in stores:
+        store.close()
 
 
 def free_port() -> int:

@@ -52,7 +52,7 @@ from .config import Config
 from .metrics import NoMetrics
 from .names import node_labels
 from .render import Words
-from .fleet import Fleet, effective
+from .fleet import Fleet, effective, identity
 from .setup import config_rows, setup_of, trigger_rules
 
 
@@ -70,6 +70,9 @@ class Controller:
         self.fleet = Fleet()
         self._fleet_key: Any = None
         self._governed: list[GovernedQuery] = []
+        self._checked: dict[Any, Any] = {}
+        """Each agent query's own check, by what it depends on (``daemon/fleet.py``), kept while the configuration is."""
+        self._fleet_identity: Any = None
         self.join_orders = join_orders
         self.metrics = metrics if metrics is not None else NoMetrics()
         self.started = clock()
@@ -120,6 +123,7 @@ class Controller:
     def reload(self, config: Config) -> None:
         """Switch to a new, already validated configuration."""
         old_base, self.base = self.base, config
+        self._checked = {}  # checked against the old configuration's time unit
         own_changed = old_base.plan_doc != config.plan_doc or dict(old_base.qos) != dict(config.qos)
         queries_changed = self._reconfigure(self._with_fleet(config))
         if own_changed:
@@ -160,7 +164,8 @@ class Controller:
 
     def _with_fleet(self, config: Config) -> Config:
         """``config`` with the fleet's queries merged in; a query newly left out is said once (``agent_query_skipped``)."""
-        merged, fleet = effective(config, self._governed)
+        merged, fleet = effective(config, self._governed, self._checked)
+        self._fleet_identity = [identity(q) for q in self._governed]
         for query, why in fleet.skipped.items():
             if self.fleet.skipped.get(query) != why:
                 self.emit("agent_query_skipped", "warning", f"agent query {query!r} is left out of armd's decisions and runs "
@@ -174,11 +179,12 @@ class Controller:
         """Agent queries joined or left (an application came, stopped, was marked gone): admit and re-decide."""
         if not self._read_fleet():
             return
+        same = [identity(q) for q in self._governed] == self._fleet_identity  # only verdicts moved: the problem stands
         # A query registered again (its application restarted) waits for a verdict: admitted anew, not as remembered.
         waiting = {q.name for q in self._governed if q.status == "pending" and q.name in self.state.status}
         if waiting:
             self.state = replace(self.state, status={q: v for q, v in self.state.status.items() if q not in waiting})
-        if self._reconfigure(self._with_fleet(self.base)) or waiting:
+        if (not same and self._reconfigure(self._with_fleet(self.base))) or waiting:
             self.changes |= Changes(queries=True)
 
     def reject_reload(self, message: str) -> None:

@@ -17,6 +17,7 @@ initial settings in its application.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -88,8 +89,18 @@ def _alone(query: GovernedQuery, config: Config) -> tuple[dict[str, Any], QueryQ
     return doc, qos
 
 
-def effective(config: Config, governed: list[GovernedQuery]) -> tuple[Config, Fleet]:
-    """``config`` with every agent query that can join merged into its plan and QoS; and the fleet taken."""
+def identity(query: GovernedQuery) -> tuple[str, str, str, str]:
+    """What the query's part of the problem depends on (its status does not count)."""
+    return query.name, query.app, query.mode, json.dumps([query.spec, query.weight], sort_keys=True, default=str)
+
+
+def effective(config: Config, governed: list[GovernedQuery],
+              checked: dict[tuple[str, str, str, str], Any] | None = None) -> tuple[Config, Fleet]:
+    """``config`` with every agent query that can join merged into its plan and QoS; and the fleet taken.
+
+    ``checked`` remembers each query's own check (by ``identity``) from one call to the next, so a fleet that grows
+    by one application checks only that one's queries."""
+    checked = {} if checked is None else checked
     streams = dict(config.plan_doc.get("streams") or {})
     queries = dict(config.plan_doc.get("queries") or {})
     qos = dict(config.qos)
@@ -98,11 +109,16 @@ def effective(config: Config, governed: list[GovernedQuery]) -> tuple[Config, Fl
         if query.name in queries:
             skipped[query.name] = "the daemon's configuration has a query of that name"
             continue
-        try:
-            doc, query_qos = _alone(query, config)
-        except (ValueError, PlanError, QoSError, KeyError, TypeError) as exc:
-            skipped[query.name] = str(exc)
+        key = identity(query)
+        if key not in checked:
+            try:
+                checked[key] = _alone(query, config)
+            except (ValueError, PlanError, QoSError, KeyError, TypeError) as exc:
+                checked[key] = str(exc)
+        if isinstance(checked[key], str):
+            skipped[query.name] = checked[key]
             continue
+        doc, query_qos = checked[key]
         for name, stream in doc["streams"].items():
             streams.setdefault(name, stream)  # a stream name is one stream in the store; the configuration's wins
         queries[query.name] = doc["queries"][query.name]

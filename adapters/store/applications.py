@@ -150,13 +150,19 @@ class GovernedQuery:
     status: str = "pending"
 
 
-def fleet_key(store: SqlStore) -> frozenset[tuple[str, str, datetime, bool]]:
-    """What identifies the governed set cheaply (query, application, the application's start, whether it waits for
-    admission): read every observation, the specs only when it changes (``governed``)."""
-    return store.transact(lambda s: frozenset(
-        (name, app, _utc_naive(started), status == "pending") for name, app, started, status in s.execute(
-            select(m.Query.name, m.Query.app, m.Application.started_at, m.Query.status).join(m.Application, m.Application.app == m.Query.app)
-            .where(m.Query.status != "removed", m.Application.status == "running"))))
+def fleet_key(store: SqlStore) -> frozenset[tuple[Any, ...]]:
+    """What identifies the governed set cheaply — each query of a running application (with whether it waits for
+    admission) and each running application's start — read every observation; the specs only when it changes
+    (``governed``)."""
+    def run(session: Session) -> frozenset[tuple[Any, ...]]:
+        running = (m.Application.status == "running")
+        queries = session.execute(select(m.Query.name, m.Query.app, m.Query.status == "pending")
+                                  .join(m.Application, m.Application.app == m.Query.app)
+                                  .where(m.Query.status != "removed", running))
+        starts = session.execute(select(m.Application.app, m.Application.started_at).where(running))
+        return frozenset(tuple(r) for r in queries) | frozenset(("app", a, str(t)) for a, t in starts)
+
+    return store.transact(run)
 
 
 def governed(store: SqlStore) -> list[GovernedQuery]:
@@ -172,7 +178,3 @@ def governed(store: SqlStore) -> list[GovernedQuery]:
         return out
 
     return store.transact(run)
-
-
-def _utc_naive(at: datetime) -> datetime:
-    return at if at.tzinfo is None else at.astimezone(timezone.utc).replace(tzinfo=None)
