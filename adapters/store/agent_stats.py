@@ -15,7 +15,7 @@ plans, into one ``Observation``:
 * a query's state and selectivities are its latest report's;
 * every batch is passed on, once.
 
-Rows are picked by id and a look-back on their time (``lookback_seconds``):
+Rows are picked by id and a short look-back on their time (``lookback_seconds``):
 with several applications writing at once, a row may commit after a row
 with a larger id was read, so ids already passed on are remembered for the
 look-back rather than read by a high-water mark.
@@ -38,9 +38,11 @@ from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamS
 from . import models as m
 from .sql import SqlStore
 
-LOOKBACK_SECONDS = 15.0
-"""Rows are read again this far back: enough for a late commit or a few seconds of clock skew between hosts; short,
-since every observation reads the whole look-back (a thousand queries reporting each second write ~2000 rows/s)."""
+LOOKBACK_SECONDS = 3.0
+"""Rows are read again this far back: enough for a late commit or a little clock skew between hosts; short, since
+every observation reads the whole look-back (a thousand queries reporting each second write ~2000 rows/s)."""
+MAX_GAP = timedelta(seconds=60)
+"""After a longer pause (the fleet was empty) reading starts this far back, not at the last read."""
 
 
 class AgentStats:
@@ -54,13 +56,13 @@ class AgentStats:
         self._last = since.astimezone(timezone.utc)
         self._seen: dict[tuple[str, int], datetime] = {}
         self.wanted = wanted
+        """(queries, streams) to pass on, when the caller knows them (the daemon's fleet); else read each time."""
         self.lags: list[float] = []
         """Per row read by the last ``observe``: seconds from the application's report to this read."""
-        """(queries, streams) to pass on, when the caller knows them (the daemon's fleet); else read each time."""
 
     def observe(self, at: datetime) -> Observation:
         at = at.astimezone(timezone.utc)
-        low = max(self._last, at - self.lookback) - self.lookback  # after a long pause (no fleet), not the whole past
+        low = max(self._last, at - MAX_GAP) - self.lookback  # after a long pause (no fleet), not the whole past
         known = None if self.wanted is None else tuple(set(x) for x in self.wanted())
         observations, batches, queries, streams = self.store.transact(lambda s: self._read(s, low, at, known))
         self._last = max(self._last, at)
@@ -80,12 +82,10 @@ class AgentStats:
     def _read(session: Session, low: datetime, at: datetime,
               known: tuple[set[str], ...] | None) -> tuple[list[Any], list[Any], set[str], set[str]]:
         queries, streams = known if known is not None else _registered(session)
-        observations = list(session.scalars(select(m.ObservationRow).where(m.ObservationRow.at > low, m.ObservationRow.at <= at)
-                                            .order_by(m.ObservationRow.at, m.ObservationRow.id)))
-        batches = list(session.scalars(select(m.BatchRow).where(m.BatchRow.at > low, m.BatchRow.at <= at)
-                                       .order_by(m.BatchRow.at, m.BatchRow.id)))
-        for row in (*observations, *batches):
-            session.expunge(row)
+        # Plain rows, not ORM objects: a thousand queries put thousands of rows in each look-back.
+        o, b = m.ObservationRow.__table__.c, m.BatchRow.__table__.c
+        observations = list(session.execute(select(m.ObservationRow.__table__).where(o.at > low, o.at <= at).order_by(o.at, o.id)))
+        batches = list(session.execute(select(m.BatchRow.__table__).where(b.at > low, b.at <= at).order_by(b.at, b.id)))
         return observations, batches, queries, streams
 
     def _new(self, kind: str, row_id: int, at: datetime) -> bool:

@@ -61,7 +61,7 @@ inputs = [{{ op = "window", c = 10, inputs = [{{ op = "source", stream = "ticks"
 """
 
 
-def wait_for(what: str, ok: Callable[[], bool], seconds: float = 30.0) -> None:
+def wait_for(what: str, ok: Callable[[], bool], seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while not ok():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
