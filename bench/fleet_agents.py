@@ -142,7 +142,7 @@ def lag_p99(before: dict[str, float], after: dict[str, float]) -> tuple[float | 
             buckets.append((float(match[1]), value - before.get(name, 0)))
     for edge, cumulative in sorted(buckets):
         if cumulative >= 0.99 * count:
-            return edge, mean, int(count)
+            return (None if edge == float("inf") else edge), mean, int(count)
     return None, mean, int(count)  # beyond the last finite bucket: said by ``observation_lag_p99_over_s``
 
 
