@@ -98,6 +98,6 @@ class AgentLoop:
             settings = wanted.settings
             agent._emit("recommendation", "info",
                         f"armd recommends plan version {wanted.plan_version} for {query!r} (windows "
-                        f"{dict(settings.windows)}, granularity {settings.granularity}); {query!r} of application "
-                        f"{agent.app!r} is in recommend mode: nothing is applied", query,
+                        f"{dict(settings.windows)}, granularity {settings.granularity}); {query!r} is in recommend "
+                        f"mode and application {agent.app!r} applies nothing", query,
                         {"plan_version": wanted.plan_version, "settings": settings.as_json()}, alert=False)
