@@ -23,8 +23,6 @@ and recorded as ``recommendation`` events.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,14 +32,15 @@ from typing import Any, Callable, Mapping, Sequence
 from armd.adapters.spark.genmig import DEFAULT_TIMEOUT_SECONDS, GenMigApplier
 from armd.adapters.spark.listener import ProgressListener, SparkStats
 from armd.adapters.spark.managed import ManagedSpec, QueryManager, QueryParams
-from armd.adapters.store import applications as apps
 from armd.adapters.store.sql import SqlStore
 from armd.control.coordinator import ApplyPorts, Coordinator
 from armd.control.ports import ActualState, EventRecord, QuerySettings
 from armd.control.reconciler import Reconciler
 
 from .loop import AgentLoop, AppStore
+from .admission import AdmissionGate, check_on_reject
 from .plan import describe
+from .report import Reporter, query_spec
 from .settings import AgentError, Range, Settings, seconds
 from .sink import UserSink, read_sink
 
@@ -94,6 +93,8 @@ class AgentQuery:
     """Builder node → initial window (seconds); default: the range's max."""
     initial_slide: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    mode: str | None = None
+    """``recommend`` for this query alone (the application's mode otherwise)."""
 
     def builder(self) -> Callable[[Any, QueryParams], Any]:
         """``builder(spark, params)`` as ``QueryManager`` and GenMig call it, carrying the function's GenMig hints."""
@@ -116,7 +117,7 @@ class Agent:
                  checkpoint_root: str | Path | None = None, poll_seconds: float = 1.0,
                  time_unit_seconds: float = 0.001, plan: str | Path | None = None,
                  migration_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-                 listener: ProgressListener | None = None, log: Any = None,
+                 listener: ProgressListener | None = None, log: Any = None, on_reject: str = "start",
                  clock: Callable[[], datetime] = utc_now) -> None:
         if mode not in MODES:
             raise AgentError(f"Agent(mode={mode!r}): mode must be one of {', '.join(MODES)}")
@@ -125,12 +126,14 @@ class Agent:
         if not poll_seconds > 0:
             raise AgentError(f"Agent(poll_seconds={poll_seconds!r}): must be > 0")
         self.spark, self.app, self.mode, self.clock = spark, app, mode, clock
+        self.on_reject = check_on_reject(on_reject, f"Agent(app={app!r})")
         self.time_unit_seconds, self.poll_seconds = float(time_unit_seconds), float(poll_seconds)
         self.plan_file = Path(plan) if plan is not None else None
         self.log = log or KeywordLog()
         self.store = store if isinstance(store, SqlStore) else SqlStore.open(str(store))
         self.store.require_current_schema()
-        apps.register_application(self.store, app, socket.gethostname(), os.getpid(), mode, clock())
+        self.reporter = Reporter(self.store, app, mode)
+        self.reporter.register(clock())
         self._own_listener = listener is None
         self.listener = listener or ProgressListener().attach(spark)
         root = checkpoint_root or tempfile.mkdtemp(prefix=f"armd-agent-{app}-")
@@ -140,6 +143,10 @@ class Agent:
                                      on_transition=lambda m: self.coordinator.transition(m))
         self.declared: dict[str, AgentQuery] = {}
         self.started: dict[str, AgentQuery] = {}
+        self.queries: dict[str, Any] = {}
+        """The Spark query each started query was started as."""
+        self._pending: dict[str, tuple[Any, ...]] = {}
+        self.gate = AdmissionGate(self.store, app, self.log, self._launch)
         self.view = AppStore(self.store, lambda: set(self.started))
         ports = ApplyPorts(self.view, self.applier, self._record, self._emit, clock, self.log)
         self.coordinator = Coordinator(ports, memory_bound=float("inf"))
@@ -156,7 +163,7 @@ class Agent:
               slides: Mapping[str, tuple[Any, Any]] | None = None, weight: float = 1.0, qos: Mapping[str, Any] | None = None,
               sources: Mapping[str, Mapping[str, Any]] | None = None, streams: Sequence[str] = (),
               initial: Mapping[str, Any] | None = None, initial_slide: Any = None,
-              extra: Mapping[str, Any] | None = None) -> Callable[[Callable[[Any, Settings], Any]], Callable[[Any, Settings], Any]]:
+              extra: Mapping[str, Any] | None = None, mode: str | None = None) -> Callable[[Callable[[Any, Settings], Any]], Callable[[Any, Settings], Any]]:
         """Declare a query armd governs: ``windows``/``slides`` give (min, max) per window node; returns a decorator."""
         if not name or "@" in name:
             raise AgentError(f"@agent.query({name!r}): a query name is non-empty and has no '@'")
@@ -169,6 +176,8 @@ class Agent:
             raise AgentError(f"query {name!r}: slides for {unknown} but no window of that name; windows: {sorted(ranges)}")
         if not weight > 0:
             raise AgentError(f"query {name!r}: weight must be > 0, got {weight!r}")
+        if mode is not None and mode not in MODES:
+            raise AgentError(f"query {name!r}: mode={mode!r}; allowed: {', '.join(MODES)} (or leave it out for the application's)")
         start = {n: seconds(v, f"query {name!r}: initial[{n!r}]") for n, v in (initial or {}).items()}
         for node, value in start.items():
             if node not in ranges or not ranges[node].low <= value <= ranges[node].high:
@@ -178,17 +187,20 @@ class Agent:
             self.declared[name] = AgentQuery(
                 name, function, ranges, slide_ranges, float(weight), dict(qos or {}), dict(sources or {}), tuple(streams),
                 {n: start.get(n, r.high) for n, r in ranges.items()},
-                None if initial_slide is None else seconds(initial_slide, f"query {name!r}: initial_slide"), dict(extra or {}))
+                None if initial_slide is None else seconds(initial_slide, f"query {name!r}: initial_slide"), dict(extra or {}),
+                mode)
             return function
 
         return register
 
-    def start(self, name: str, sink: Callable[[Any], Any]) -> Any:
-        """Register the query in the store and start it with the settings in force; returns the Spark query."""
+    def start(self, name: str, sink: Callable[[Any], Any], on_reject: str | None = None) -> Any:
+        """Register the query in the store and start it with the settings in force; returns the Spark query, or ``None``
+        while it waits for armd's admission verdict (``on_reject``, default the agent's: agent/admission.py)."""
         if name not in self.declared:
             raise AgentError(f"agent.start({name!r}): no such query; declared: {', '.join(sorted(self.declared)) or 'none'}")
-        if name in self.started:
+        if name in self.started or name in self._pending:
             raise AgentError(f"agent.start({name!r}): already started")
+        on_reject = check_on_reject(self.on_reject if on_reject is None else on_reject, f"agent.start({name!r})")
         declared = self.declared[name]
         writer = read_sink(name, sink)
         params, in_force, version = self._initial(declared)
@@ -196,26 +208,40 @@ class Agent:
         plan = describe(self.spark, builder, declared, params, self.time_unit_seconds, self.plan_file, self.log)
         params = plan.apply(params)
         settings = in_force or self._settings(declared, params)
+        self.reporter.add_query(name, query_spec(plan, declared.mode or self.mode, declared.windows, declared.slides, settings,
+                                                 self.time_unit_seconds), declared.weight, declared.qos, self.clock())
+        self._pending[name] = (declared, writer, builder, params, settings, version)
+        self.gate.hold(name, on_reject)
+        self.loop.start()
+        return self.queries.get(name)
+
+    def _launch(self, name: str, minimum: bool) -> None:
+        """Start a registered query: at the settings armd wants by now (or at its QoS minimum when rejected)."""
+        declared, writer, builder, params, settings, version = self._pending.pop(name)
+        wanted = self.store.desired_settings().get(name)
+        if minimum:
+            settings = self._minimum(declared, params)
+        elif wanted is not None and self.mode == "apply" and not wanted.recommend_only and wanted.plan_version > version:
+            settings, version = wanted.settings, wanted.plan_version
         params = params.with_settings(settings, self.time_unit_seconds)
-        apps.register_queries(self.store, self.app, [apps.AgentQueryRow(name, {
-            "plan": plan.document, "plan_source": plan.source, "nodes": plan.nodes, "mode": self.mode,
-            "windows": {n: r.as_json() for n, r in declared.windows.items()},
-            "slides": {n: r.as_json() for n, r in declared.slides.items()},
-            "initial": settings.as_json(), "time_unit_seconds": self.time_unit_seconds}, declared.weight, declared.qos)],
-            self.clock())
         self.manager.register(ManagedSpec(name, builder, UserSink(writer.function), params,
                                           output_mode=writer.output_mode or "append", trigger=writer.trigger_args,
                                           streams=declared.streams))
-        query = self.manager.start(name)
+        self.queries[name] = self.manager.start(name)
         self.started[name] = declared
         self.stats.queries = set(self.started)  # type: ignore[assignment]
         if declared.streams:
             self.stats.streams[name] = declared.streams
         self.coordinator.report(ActualState(name, version, settings, "steady", at=self.clock()))
         self.log.info("query_started", app=self.app, query=name, plan_version=version, windows=dict(settings.windows),
-                      granularity=settings.granularity, mode=self.mode)
-        self.loop.start()
-        return query
+                      granularity=settings.granularity, mode=self.mode, at_minimum=minimum)
+
+    def _minimum(self, declared: AgentQuery, params: QueryParams) -> QuerySettings:
+        """The QoS minimum: every window at the low end of its range, the coarsest slide allowed."""
+        unit = self.time_unit_seconds
+        windows = {params.node(n): r.low / unit for n, r in declared.windows.items()}
+        granularity = max((r.high for r in declared.slides.values()), default=None)
+        return QuerySettings(0.0, 0.0, windows, None if granularity is None else granularity / unit, 0.0)
 
     def _initial(self, declared: AgentQuery) -> tuple[QueryParams, QuerySettings | None, int]:
         """Initial params; the settings in force and their version when the store has them (a restarted application)."""
@@ -254,7 +280,7 @@ class Agent:
         self.manager.stop_all()
         try:
             self.loop.report(self.clock())
-            apps.stopped(self.store, self.app, self.clock())
+            self.reporter.stopped(self.clock())
         except Exception as exc:  # noqa: BLE001 - stopping must finish; the daemon's timeout marks the application gone
             self.log.warning("agent_stop_unrecorded", app=self.app, error=str(exc))
         if self._own_listener:

@@ -2,7 +2,8 @@
 
 Why a thread: the user's code blocks in ``await_termination`` (or does
 its own work); reporting and reconciling must go on beside it at a short,
-fixed interval (``Agent(poll_seconds=...)``). Each round:
+fixed interval (``Agent(poll_seconds=...)``), and at once when the daemon
+writes desired settings on PostgreSQL (``pace.py``). Each round:
 
 1. ``applications.last_seen_at`` is touched (the daemon marks silent
    applications gone);
@@ -11,8 +12,10 @@ fixed interval (``Agent(poll_seconds=...)``). Each round:
    and ``batches``;
 3. in ``apply`` mode the reconciler applies new desired versions of this
    application's queries and the coordinator advances running migrations;
-   in ``recommend`` mode each new version is logged and recorded as a
-   ``recommendation`` event, nothing else.
+   a recommendation (every version in ``recommend`` mode; a
+   ``recommend_only`` row, e.g. for a query declared with
+   ``mode="recommend"``) is logged and recorded as a ``recommendation``
+   event, nothing else.
 
 A round that fails is logged and the next one tries again; the user's
 queries never stop because the store is away.
@@ -22,42 +25,25 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
-from armd.adapters.store import applications as apps
-from armd.adapters.store.sql import SqlStore
-from armd.control.ports import ActualState, DesiredSettings
+from armd.adapters.store.scoped import ScopedStore
+
+from .pace import Pacer
 
 
-class AppStore:
+class AppStore(ScopedStore):
     """The store as this application's reconciler sees it: desired and actual rows of its own queries only."""
-
-    def __init__(self, store: SqlStore, queries: Callable[[], set[str]]) -> None:
-        self.store, self._queries = store, queries
-
-    def desired_settings(self) -> dict[str, DesiredSettings]:
-        mine = self._queries()
-        return {q: d for q, d in self.store.desired_settings().items() if q in mine}
-
-    def actual_states(self) -> dict[str, ActualState]:
-        mine = self._queries()
-        return {q: a for q, a in self.store.actual_states().items() if q in mine}
-
-    def open_migrations(self) -> list[dict[str, Any]]:
-        mine = self._queries()
-        return [m for m in self.store.open_migrations() if m.get("query") in mine]
 
     def current_settings(self) -> dict[str, Any]:
         return {}  # the agent starts its queries itself, with the settings in force (Agent._initial)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
 
 class AgentLoop:
     def __init__(self, agent: Any) -> None:
         self.agent = agent
         self.stopped = threading.Event()
+        self.pacer = Pacer(agent.poll_seconds, self.stopped)
         self._thread: threading.Thread | None = None
         self._recommended: dict[str, int] = {}
         self.rounds = 0
@@ -65,17 +51,18 @@ class AgentLoop:
 
     def start(self) -> None:
         if self._thread is None:
+            self.pacer.listen(self.agent.store, self.agent.log)
             self._thread = threading.Thread(target=self._run, name=f"armd-agent-{self.agent.app}", daemon=True)
             self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self.stopped.set()
+        self.pacer.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self._thread = None
 
     def _run(self) -> None:
-        while not self.stopped.wait(self.agent.poll_seconds):
+        while self.pacer.next():
             try:
                 self.round(self.agent.clock())
             except Exception as exc:  # noqa: BLE001 - the next round tries again
@@ -86,24 +73,24 @@ class AgentLoop:
         """One round (see the module docstring)."""
         self.report(at)
         agent = self.agent
-        if agent.mode == "apply":
+        agent.gate.round()
+        if agent.mode == "apply":  # recommend_only rows (a query in recommend mode, a dry run) are never applied
             agent.reconciler.tick()
             agent.coordinator.advance()
-        else:
-            self.recommend()
+        self.recommend()
         self.rounds += 1
 
     def report(self, at: datetime) -> None:
         agent = self.agent
-        apps.seen(agent.store, agent.app, at)
-        observation = agent.stats.observe(at)
-        if observation.batches or observation.queries or observation.streams:
-            agent.store.record_observation(observation)
+        agent.reporter.report(at, agent.stats.observe(at))
 
     def recommend(self) -> None:
-        """``recommend`` mode: each new desired version is said once, applied never."""
+        """Each new recommendation (every desired version in ``recommend`` mode, ``recommend_only`` rows otherwise) is
+        said once, applied never."""
         agent = self.agent
         for query, wanted in agent.view.desired_settings().items():
+            if agent.mode == "apply" and not wanted.recommend_only:
+                continue
             actual = agent.coordinator.actual.get(query)
             if wanted.plan_version <= max(self._recommended.get(query, 0), actual.plan_version if actual else 0):
                 continue
@@ -111,6 +98,6 @@ class AgentLoop:
             settings = wanted.settings
             agent._emit("recommendation", "info",
                         f"armd recommends plan version {wanted.plan_version} for {query!r} (windows "
-                        f"{dict(settings.windows)}, granularity {settings.granularity}); application "
-                        f"{agent.app!r} runs in recommend mode and applies nothing", query,
+                        f"{dict(settings.windows)}, granularity {settings.granularity}); {query!r} is in recommend "
+                        f"mode and application {agent.app!r} applies nothing", query,
                         {"plan_version": wanted.plan_version, "settings": settings.as_json()}, alert=False)

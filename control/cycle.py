@@ -356,9 +356,12 @@ def _admit(setup: Setup, model: Model, state: CycleState) -> tuple[CycleState, l
     status = {q: v for q, v in state.status.items() if q in configured}
     stream_d = model.current_d(state.rates)
     verdicts, failures = [], []
-    for query in model.full.queries:
-        if status.get(query) in ("active", "rejected"):
-            continue
+    new = [q for q in model.full.queries if status.get(q) not in ("active", "rejected")]
+    if len(new) > 1:  # many at once (a fleet of applications joining): when all fit together, each one does
+        together = _admit_together(setup, model, state, status, new, stream_d)
+        if together:
+            return replace(state, status={**status, **{v.query: "active" for v in together}}), together, removed, failures
+    for query in new:
         admitted = [q for q in model.full.queries if status.get(q) == "active"]
         try:
             problem = feedback.corrected(model.problem_of([*admitted, query]), state.feedback, setup.feedback)
@@ -369,6 +372,21 @@ def _admit(setup: Setup, model: Model, state: CycleState) -> tuple[CycleState, l
         status[query] = "active" if verdict.admitted else "rejected"
         verdicts.append(verdict)
     return replace(state, status=status), verdicts, removed, failures
+
+
+def _admit_together(setup: Setup, model: Model, state: CycleState, status: Mapping[str, str], new: list[str],
+                    stream_d: np.ndarray) -> list[Admission]:
+    """Verdicts admitting every query of ``new`` when they fit together at their QoS minimum; else none (one by one then).
+
+    Adding a query never lowers the estimate at the minimum, so each of them would be admitted alone too; one check
+    instead of one per query keeps a thousand arrivals linear."""
+    admitted = [q for q in model.full.queries if status.get(q) == "active"]
+    try:
+        problem = feedback.corrected(model.problem_of([*admitted, *new]), state.feedback, setup.feedback)
+        verdict = admit(problem, setup.bounds, new[-1], stream_d)
+    except Exception:  # noqa: BLE001 - the one-by-one path says which query failed
+        return []
+    return [replace(verdict, query=q) for q in new] if verdict.admitted else []
 
 
 def _readmit(setup: Setup, model: Model, state: CycleState, stream_d: np.ndarray) -> tuple[CycleState, list[Admission]]:

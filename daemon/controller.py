@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 
 from armd.adapters.alerts.alertmanager import RESOLVES
+from armd.adapters.store import applications as apps
+from armd.adapters.store.applications import GovernedQuery
 from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, observe, orders_for_model
 from armd.control.desired import not_asked_yet
 from armd.control import feedback
@@ -40,8 +42,8 @@ from armd.control.cpu_fit import CpuRefit, cpu_terms_now
 from armd.control.measured import STATEFUL_OPS
 from armd.control.model import build_model, memory_of
 from armd.control.outbox import Outbox
-from armd.control.ports import (AlertSink, Applications, Applier, DesiredSettings, EventRecord, JoinOrders, LiveApplier, QuerySettings,
-                                StatsSource, Store)
+from armd.control.ports import (AlertSink, Applications, Applier, DesiredSettings, EventRecord, JoinOrders, LiveApplier, Observation,
+                                QuerySettings, StatsSource, Store)
 from armd.control.records import json_safe
 from armd.control.statistics import rejected_event, screen
 from armd.policies.problem import Problem
@@ -49,6 +51,8 @@ from armd.policies.problem import Problem
 from .config import Config
 from .metrics import NoMetrics
 from .names import node_labels
+from .render import Words
+from .fleet import Fleet, effective, identity
 from .setup import config_rows, setup_of, trigger_rules
 
 
@@ -58,8 +62,17 @@ def utcnow() -> datetime:
 
 class Controller:
     def __init__(self, config: Config, store: Store, source: StatsSource, applier: Applier, alerts: AlertSink, log: Any,
-                 clock: Callable[[], datetime] = utcnow, metrics: Any = None, join_orders: JoinOrders | None = None) -> None:
+                 clock: Callable[[], datetime] = utcnow, metrics: Any = None, join_orders: JoinOrders | None = None,
+                 agents: StatsSource | None = None) -> None:
         self.store, self.source, self.applier, self.alerts, self.log, self.clock = store, source, applier, alerts, log, clock
+        self.agents = agents
+        """The statistics ``armd.agent`` applications reported (``AgentStats``); ``None``: the fleet is not governed."""
+        self.fleet = Fleet()
+        self._fleet_key: Any = None
+        self._governed: list[GovernedQuery] = []
+        self._checked: dict[Any, Any] = {}
+        """Each agent query's own check, by what it depends on (``daemon/fleet.py``), kept while the configuration is."""
+        self._fleet_identity: Any = None
         self.join_orders = join_orders
         self.metrics = metrics if metrics is not None else NoMetrics()
         self.started = clock()
@@ -75,7 +88,10 @@ class Controller:
         self.state = initial_state(trigger_rules(config))
         self.cpu_refit: CpuRefit | None = None
         self.desired: dict[str, DesiredSettings] = self._read("read_desired", "desired_settings")
-        self._install(config)
+        self.base = self.config = config
+        """The configuration as read; ``self.config`` is it with the fleet's queries merged in (``daemon/fleet.py``)."""
+        self._read_fleet()
+        self._install(self._with_fleet(config))
         self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
         self.running: dict[str, QuerySettings] = self._read("read_settings", "current_settings")
         for query, settings in self.running.items():
@@ -106,6 +122,17 @@ class Controller:
 
     def reload(self, config: Config) -> None:
         """Switch to a new, already validated configuration."""
+        old_base, self.base = self.base, config
+        self._checked = {}  # checked against the old configuration's time unit
+        own_changed = old_base.plan_doc != config.plan_doc or dict(old_base.qos) != dict(config.qos)
+        queries_changed = self._reconfigure(self._with_fleet(config))
+        if own_changed:
+            self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
+        self.emit("config_reloaded", "info", f"configuration reloaded (queries changed: {queries_changed}, "
+                    f"bounds changed: {self.changes.bounds})", None)
+
+    def _reconfigure(self, config: Config) -> bool:
+        """Take ``config`` (the fleet merged in) in place of the one in force; True when its queries changed."""
         old = self.config
         queries_changed = old.plan_doc != config.plan_doc or dict(old.qos) != dict(config.qos)
         self.changes |= Changes(queries=queries_changed, bounds=old.bounds != config.bounds)
@@ -116,10 +143,49 @@ class Controller:
         if old.plan != config.plan:  # the ratios measured what the old plan's estimates missed
             self.state = replace(self.state, feedback=FeedbackState())
         self._install(config)
-        if queries_changed:
-            self._record("sync_config", lambda at=self.clock(): self.store.sync_config(*config_rows(config), at))
-        self.emit("config_reloaded", "info", f"configuration reloaded (queries changed: {queries_changed}, "
-                    f"bounds changed: {self.changes.bounds})", None)
+        return queries_changed
+
+    # --- the fleet ---------------------------------------------------------------------------
+
+    def _read_fleet(self) -> bool:
+        """Read the agent queries again when the set changed (cheap key first); True when it was read anew."""
+        if self.agents is None:
+            return False
+        try:
+            key = apps.fleet_key(self.store)  # type: ignore[arg-type]
+            if key == self._fleet_key:
+                return False
+            self._governed = apps.governed(self.store)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - the store is away: the fleet stays as it was, the next tick looks again
+            self.log.warning("store_unavailable", step="read_fleet", error=self.base.redact(str(exc)))
+            return False
+        self._fleet_key = key
+        return True
+
+    def _with_fleet(self, config: Config) -> Config:
+        """``config`` with the fleet's queries merged in; a query newly left out is said once (``agent_query_skipped``)."""
+        merged, fleet = effective(config, self._governed, self._checked)
+        self._fleet_identity = [identity(q) for q in self._governed]
+        for query, why in fleet.skipped.items():
+            if self.fleet.skipped.get(query) != why:
+                self.emit("agent_query_skipped", "warning", f"agent query {query!r} is left out of armd's decisions and runs "
+                          f"with its initial settings: {why}", query, {"reason": why})
+        old, self.fleet = self.fleet.names, fleet
+        if fleet.names != old:
+            self.log.info("fleet_changed", queries=len(fleet.names), joined=sorted(fleet.names - old), left=sorted(old - fleet.names))
+        return merged
+
+    def _fleet_moved(self) -> None:
+        """Agent queries joined or left (an application came, stopped, was marked gone): admit and re-decide."""
+        if not self._read_fleet():
+            return
+        same = [identity(q) for q in self._governed] == self._fleet_identity  # only verdicts moved: the problem stands
+        # A query registered again (its application restarted) waits for a verdict: admitted anew, not as remembered.
+        waiting = {q.name for q in self._governed if q.status == "pending" and q.name in self.state.status}
+        if waiting:
+            self.state = replace(self.state, status={q: v for q, v in self.state.status.items() if q not in waiting})
+        if (not same and self._reconfigure(self._with_fleet(self.base))) or waiting:
+            self.changes |= Changes(queries=True)
 
     def reject_reload(self, message: str) -> None:
         """A reload that could not be taken: the old configuration stays."""
@@ -171,6 +237,8 @@ class Controller:
         except TemporaryError:
             return
         for query, state in actual.items():
+            if query not in self.config.plan.queries:
+                continue  # a query that left the problem (its application is gone); taken again when it comes back
             if state.settings is None or self._versions.get(query) == state.plan_version:
                 continue
             first = query not in self._versions
@@ -190,21 +258,29 @@ class Controller:
 
     def observe(self) -> None:
         """Read the statistics, fold them into the cycle's state, record them with the estimate of the settings in force."""
+        self._fleet_moved()
         self._take_actual()
         at = self.clock()
         try:
             observation = self.source.observe(at)
+            reported = self.agents.observe(at) if self.agents is not None and self.fleet.queries else None
         except Exception as exc:  # noqa: BLE001 - the source is outside armd; the loop must go on
             self._fail("statistics_failed", f"reading statistics failed: {exc}", None, exc)
             return
         observation, rejected = screen(observation)  # values outside their domain never reach the model or the store
+        own = observation
+        if reported is not None:  # what the applications reported is in the store already: used, not recorded again
+            self.metrics.agent_lags(getattr(self.agents, "lags", ()))
+            reported, dropped = screen(reported)
+            rejected = [*rejected, *dropped]
+            observation = joined(own, reported, set(self.base.plan.streams))
         if rejected:
             self.counters["statistics_rejected"] += 1
             self._raise(rejected_event(at, rejected))
         observed = observe(self.setup, self.model, self.state, observation, at=at, now=self._units(at), running=self.running,
                            changed_at=self.changed_at, migrating=frozenset(self.migrating))
         self.state = observed.state
-        self._record("observation", lambda: self.store.record_observation(observation))
+        self._record("observation", lambda: self.store.record_observation(own))
         if observed.estimates:
             rows = observed.estimates
             self._record("estimates", lambda: self.store.record_estimates(at, rows))
@@ -276,10 +352,18 @@ class Controller:
         for event in tick.events:
             self._raise(event, policy=record.policy)
         self.counters["decisions"] += 1
-        desired = not_asked_yet(tick.desired, self.desired)
+        recommend = self.fleet.recommend
+        desired = not_asked_yet([replace(row, recommend_only=True) if row.query in recommend else row for row in tick.desired],
+                                self.desired)
         if desired:
             self.desired.update({row.query: row for row in desired})
             self._record("desired", lambda: self.store.write_desired(desired))
+        for row in desired:
+            if row.query in recommend:
+                self.emit("recommendation", "info", f"recommended plan version {row.plan_version} for {row.query!r}: "
+                          f"{Words(self.config.model.time_unit_seconds, self.labels).settings(row.settings.as_json())}; its application runs in recommend mode and "
+                          "applies nothing", row.query, {"plan_version": row.plan_version, "settings": row.settings.as_json()},
+                          alert=False)
 
     def report(self, event: EventRecord) -> None:
         """Log, record and (for warnings and errors) alert an event an adapter made, e.g. a lossy restart."""
@@ -360,3 +444,10 @@ class Controller:
     def _fail(self, kind: str, message: str, query: str | None, exc: Exception) -> None:
         self.counters["query_errors" if query else "errors"] += 1
         self.emit(kind, "error", message, query, {"error_type": type(exc).__name__})
+
+
+def joined(own: Observation, reported: Observation, own_streams: set[str]) -> Observation:
+    """The daemon's own statistics and what the applications reported, as one observation (a stream the configuration
+    names is measured by the daemon's own source)."""
+    return replace(own, streams=[*own.streams, *(s for s in reported.streams if s.stream not in own_streams)],
+                   queries=[*own.queries, *reported.queries], batches=[*own.batches, *reported.batches])

@@ -32,6 +32,8 @@ from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, Inf
 from armd.control.ports import QuerySettings
 
 DECISION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+LAG_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 5.0, 10.0, 30.0)
+"""An agent's observation reaches the cycle within one observation interval plus the store's write and read."""
 
 
 def armd_version() -> str:
@@ -123,6 +125,8 @@ class Metrics:
         self.cycle_age.set_function(lambda: -1.0 if self.last_cycle is None else self.clock() - self.last_cycle)
         self.decision_seconds = Histogram("armd_decision_duration_seconds", "Time a decision took (policy and guardrails), seconds",
                                           buckets=DECISION_BUCKETS, registry=r)
+        self.agent_lag = Histogram("armd_agent_observation_lag_seconds", "From an armd.agent application's report to the "
+                                   "control cycle reading it, seconds (one per observation row)", buckets=LAG_BUCKETS, registry=r)
         self.migrations = Counter("armd_migrations", "Migrations by outcome: started, done, failed", ["outcome"], registry=r)
         self.alerts = Counter("armd_alerts", "Alerts by event kind and outcome: queued, sent, failed (per hook), suppressed, dropped",
                               ["kind", "outcome"], registry=r)
@@ -169,6 +173,10 @@ class Metrics:
 
     def decision(self, seconds: float) -> None:
         self.decision_seconds.observe(seconds)
+
+    def agent_lags(self, seconds: Iterable[float]) -> None:
+        for lag in seconds:
+            self.agent_lag.observe(lag)
 
     def migration(self, outcome: str) -> None:
         self.migrations.labels(outcome).inc()

@@ -82,7 +82,7 @@ def status_text(data: Mapping[str, Any], store: str, words: Words = Words()) -> 
     lines.append("est. cpu: the model's cost units per time unit; busy: measured, the share of wall time Spark spent in "
                  "the query's micro-batches (recent batches)")
     if recommending:
-        lines.append("dry run: the recommended settings are not applied")
+        lines.append("recommended: not applied (a dry run, or an application in recommend mode)")
     decision = data.get("last_decision")
     lines.append("last decision: " + (_decision_line(decision) if decision else "none yet"))
     migrations = data.get("migrations") or []

@@ -49,7 +49,7 @@ from .controller import Controller, utcnow
 from .lease import Lease, LeaseHeld
 from .metrics import Metrics, NoMetrics
 from .notify import Notifier
-from .wiring import (SimulatedApplier, apply_side, join_orders, retry_policy, spark_runtime, start_unmanaged,
+from .wiring import (SimulatedApplier, agent_stats, apply_side, join_orders, retry_policy, spark_runtime, start_unmanaged,
                      synthetic_parts, synthetic_source)
 from armd.control.ports import Applier, EventRecord, StatsSource
 from armd.control.reconciler import Reconciler
@@ -181,7 +181,8 @@ class Service:
             applier = SimulatedApplier(self.source)
         orders = join_orders(config)
         self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics,
-                                     join_orders=orders)
+                                     join_orders=orders, agents=agent_stats(config, self.store, start,
+                                                                            lambda: self.controller and self.controller.fleet))
         self._watch_outbox(self.controller)
         if self.spark is not None and config.unmanaged:
             start_unmanaged(config, self.spark, self.controller.emit)

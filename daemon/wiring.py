@@ -14,6 +14,8 @@ import json
 from datetime import datetime
 from typing import Any, Callable
 
+from armd.adapters.store.agent_stats import AgentStats
+from armd.adapters.store.scoped import ScopedStore
 from armd.adapters.synthetic import Schedule, SyntheticSource, WindowTap
 from armd.control.coordinator import ApplyPorts, Coordinator
 from armd.control.ports import Applier, EventRecord, QuerySettings
@@ -21,6 +23,8 @@ from armd.control.reconciler import Reconciler, RetryPolicy
 
 from .config import Config
 from .controller import Controller
+
+
 class SimulatedApplier:
     """Applies settings to the synthetic source's simulated windows (no Spark involved).
 
@@ -147,10 +151,23 @@ def apply_side(controller: Controller, applier: Applier, orders: Any) -> Reconci
     alerted alike) and the cost model's memory estimate for restaging.
     """
     config = controller.config
-    ports = ApplyPorts(controller.store, applier, controller.outbox.put, controller.emit, controller.clock, controller.log,
+    own = ScopedStore(controller.store, lambda: set(controller.base.plan.queries))  # agent queries are their applications'
+    ports = ApplyPorts(own, applier, controller.outbox.put, controller.emit, controller.clock, controller.log,
                        controller.metrics, config.redact, store_down=lambda: controller.outbox.down)
     coordinator = Coordinator(ports, memory_bound=config.bounds.memory, estimate=controller.estimate_memory)
     return Reconciler(ports, coordinator, retry_policy(config), orders)
+
+
+def agent_stats(config: Config, store: Any, start: datetime, fleet: Callable[[], Any]) -> AgentStats | None:
+    """The statistics of the fleet's queries, read back from the store (``None`` with ``store.agents = false``)."""
+    if not config.store.agents:
+        return None
+
+    def wanted() -> tuple[frozenset[str], frozenset[str]]:
+        taken = fleet()
+        return (taken.names, taken.streams) if taken else (frozenset(), frozenset())
+
+    return AgentStats(store, config.model.time_unit_seconds, start, wanted=wanted)
 
 
 def retry_policy(config: Config) -> RetryPolicy:

@@ -15,7 +15,7 @@ plans, into one ``Observation``:
 * a query's state and selectivities are its latest report's;
 * every batch is passed on, once.
 
-Rows are picked by id and a look-back on their time (``lookback_seconds``):
+Rows are picked by id and a short look-back on their time (``lookback_seconds``):
 with several applications writing at once, a row may commit after a row
 with a larger id was read, so ids already passed on are remembered for the
 look-back rather than read by a high-water mark.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Callable, Collection
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -38,26 +38,37 @@ from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamS
 from . import models as m
 from .sql import SqlStore
 
-LOOKBACK_SECONDS = 120.0
+LOOKBACK_SECONDS = 3.0
+"""Rows are read again this far back: enough for a late commit or a little clock skew between hosts; short, since
+every observation reads the whole look-back (a thousand queries reporting each second write ~2000 rows/s)."""
+MAX_GAP = timedelta(seconds=60)
+"""After a longer pause (the fleet was empty) reading starts this far back, not at the last read."""
 
 
 class AgentStats:
     def __init__(self, store: SqlStore, time_unit_seconds: float, since: datetime, *,
-                 lookback_seconds: float = LOOKBACK_SECONDS) -> None:
+                 lookback_seconds: float = LOOKBACK_SECONDS,
+                 wanted: Callable[[], tuple[Collection[str], Collection[str]]] | None = None) -> None:
         if not time_unit_seconds > 0:
             raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
         self.store, self.time_unit_seconds = store, float(time_unit_seconds)
         self.lookback = timedelta(seconds=float(lookback_seconds))
         self._last = since.astimezone(timezone.utc)
         self._seen: dict[tuple[str, int], datetime] = {}
+        self.wanted = wanted
+        """(queries, streams) to pass on, when the caller knows them (the daemon's fleet); else read each time."""
+        self.lags: list[float] = []
+        """Per row read by the last ``observe``: seconds from the application's report to this read."""
 
     def observe(self, at: datetime) -> Observation:
         at = at.astimezone(timezone.utc)
-        low = self._last - self.lookback
-        observations, batches, queries, streams = self.store.transact(lambda s: self._read(s, low, at))
+        low = max(self._last, at - MAX_GAP) - self.lookback  # after a long pause (no fleet), not the whole past
+        known = None if self.wanted is None else tuple(set(x) for x in self.wanted())
+        observations, batches, queries, streams = self.store.transact(lambda s: self._read(s, low, at, known))
         self._last = max(self._last, at)
         self._seen = {k: t for k, t in self._seen.items() if t >= low}
         fresh_obs = [r for r in observations if self._new("o", r.id, r.at)]
+        self.lags = [(at - _aware(r.at)).total_seconds() for r in fresh_obs]
         fresh_batches = [b for b in batches if self._new("b", b.id, b.at)]
         return Observation(at, self._streams(fresh_obs, streams), self._queries(fresh_obs, queries),
                            [self._batch(b) for b in fresh_batches if b.query in queries])
@@ -68,18 +79,13 @@ class AgentStats:
     # --- reading ---
 
     @staticmethod
-    def _read(session: Session, low: datetime, at: datetime) -> tuple[list[Any], list[Any], set[str], set[str]]:
-        queries, streams = set(), set()
-        for name, spec in session.execute(select(m.Query.name, m.Query.spec)
-                                          .where(m.Query.app.is_not(None), m.Query.status != "removed")):
-            queries.add(name)
-            streams |= set((((spec or {}).get("plan") or {}).get("streams") or {}))
-        observations = list(session.scalars(select(m.ObservationRow).where(m.ObservationRow.at > low, m.ObservationRow.at <= at)
-                                            .order_by(m.ObservationRow.at, m.ObservationRow.id)))
-        batches = list(session.scalars(select(m.BatchRow).where(m.BatchRow.at > low, m.BatchRow.at <= at)
-                                       .order_by(m.BatchRow.at, m.BatchRow.id)))
-        for row in (*observations, *batches):
-            session.expunge(row)
+    def _read(session: Session, low: datetime, at: datetime,
+              known: tuple[set[str], ...] | None) -> tuple[list[Any], list[Any], set[str], set[str]]:
+        queries, streams = known if known is not None else _registered(session)
+        # Plain rows, not ORM objects: a thousand queries put thousands of rows in each look-back.
+        o, b = m.ObservationRow.__table__.c, m.BatchRow.__table__.c
+        observations = list(session.execute(select(m.ObservationRow.__table__).where(o.at > low, o.at <= at).order_by(o.at, o.id)))
+        batches = list(session.execute(select(m.BatchRow.__table__).where(b.at > low, b.at <= at).order_by(b.at, b.id)))
         return observations, batches, queries, streams
 
     def _new(self, kind: str, row_id: int, at: datetime) -> bool:
@@ -114,3 +120,17 @@ class AgentStats:
         return BatchProgress(b.query, b.run_id, int(b.batch_id), b.at, int(b.input_rows), int(b.batch_ms),
                              dict(b.durations_ms or {}), b.event_min, b.event_max, b.watermark, int(b.state_rows),
                              int(b.state_bytes), int(b.rows_dropped_by_watermark), list(b.operators or []), b.plan_version)
+
+
+def _registered(session: Session) -> tuple[set[str], set[str]]:
+    """The agent queries not removed and the streams of their plans."""
+    queries, streams = set(), set()
+    for name, spec in session.execute(select(m.Query.name, m.Query.spec)
+                                      .where(m.Query.app.is_not(None), m.Query.status != "removed")):
+        queries.add(name)
+        streams |= set((((spec or {}).get("plan") or {}).get("streams") or {}))
+    return queries, streams
+
+
+def _aware(at: datetime) -> datetime:
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at

@@ -70,7 +70,8 @@ def register_application(store: SqlStore, app: str, host: str, pid: int, mode: s
 
 
 def register_queries(store: SqlStore, app: str, rows: list[AgentQueryRow], at: datetime) -> None:
-    """Upsert the application's queries; a query name another application or the configuration owns is refused."""
+    """Upsert the application's queries, ``pending`` until the daemon's admission control writes its verdict
+    (``active`` or ``rejected``); a query name another application or the configuration owns is refused."""
     at = _utc(at)
 
     def run(session: Session) -> None:
@@ -78,14 +79,14 @@ def register_queries(store: SqlStore, app: str, rows: list[AgentQueryRow], at: d
             query = session.get(m.Query, row.name)
             spec, qos = _json_value(dict(row.spec)), _json_value(dict(row.qos or {}))
             if query is None:
-                session.add(m.Query(name=row.name, spec=spec, qos=qos, weight=float(row.weight), status="active",
+                session.add(m.Query(name=row.name, spec=spec, qos=qos, weight=float(row.weight), status="pending",
                                     created_at=at, updated_at=at, app=app))
                 continue
             if query.app != app and query.status != "removed":
                 owner = f"application {query.app!r}" if query.app else "the daemon's configuration"
                 raise ValueError(f"query {row.name!r} is already registered by {owner}; query names are unique in the store")
             query.spec, query.qos, query.weight, query.app = spec, qos, float(row.weight), app
-            query.status, query.status_reason, query.updated_at = "active", None, at
+            query.status, query.status_reason, query.updated_at = "pending", None, at
 
     store.transact(run)
 
@@ -130,6 +131,50 @@ def applications(store: SqlStore) -> list[ApplicationRow]:
 
 
 def queries_of(store: SqlStore, app: str) -> dict[str, dict[str, Any]]:
-    """The application's queries: name → spec, with ``status``."""
-    return store.transact(lambda s: {q.name: {**(q.spec or {}), "status": q.status}
+    """The application's queries: name → spec, with ``status`` and ``status_reason`` (the admission verdict's)."""
+    return store.transact(lambda s: {q.name: {**(q.spec or {}), "status": q.status, "status_reason": q.status_reason}
                                      for q in s.scalars(select(m.Query).where(m.Query.app == app))})
+
+
+@dataclass(frozen=True)
+class GovernedQuery:
+    """An agent query the daemon decides for: registered by an application that is still there, not removed."""
+
+    name: str
+    app: str
+    spec: Mapping[str, Any]
+    weight: float
+    qos: Mapping[str, Any]
+    mode: str
+    """The application's mode, or the query's own (``spec["mode"]``) when it says ``recommend``."""
+    status: str = "pending"
+
+
+def fleet_key(store: SqlStore) -> frozenset[tuple[Any, ...]]:
+    """What identifies the governed set cheaply — each query of a running application (with whether it waits for
+    admission) and each running application's start — read every observation; the specs only when it changes
+    (``governed``)."""
+    def run(session: Session) -> frozenset[tuple[Any, ...]]:
+        running = (m.Application.status == "running")
+        queries = session.execute(select(m.Query.name, m.Query.app, m.Query.status == "pending")
+                                  .join(m.Application, m.Application.app == m.Query.app)
+                                  .where(m.Query.status != "removed", running))
+        starts = session.execute(select(m.Application.app, m.Application.started_at).where(running))
+        return frozenset(tuple(r) for r in queries) | frozenset(("app", a, str(t)) for a, t in starts)
+
+    return store.transact(run)
+
+
+def governed(store: SqlStore) -> list[GovernedQuery]:
+    """Every query of a running application that is not removed, with its spec (plan, ranges) and mode."""
+    def run(session: Session) -> list[GovernedQuery]:
+        rows = session.execute(select(m.Query, m.Application.mode).join(m.Application, m.Application.app == m.Query.app)
+                               .where(m.Query.status != "removed", m.Application.status == "running").order_by(m.Query.name))
+        out = []
+        for query, mode in rows:
+            spec = dict(query.spec or {})
+            out.append(GovernedQuery(query.name, str(query.app), spec, float(query.weight), dict(query.qos or {}),
+                                     "recommend" if "recommend" in (mode, spec.get("mode")) else "apply", query.status))
+        return out
+
+    return store.transact(run)

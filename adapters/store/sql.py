@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 from armd.adapters.store import lease as leases
 from armd.adapters.store import models as m
 from armd.adapters.store.classify import UPGRADE_HINT, classify, one_line
+from armd.adapters.store.listen import CHANNEL as DESIRED_CHANNEL
 from armd.adapters.store.errors import SchemaOutdated, StoreError, StoreLost, StoreUnavailable
 from armd.adapters.store.sqlite_file import FileIdentity, sqlite_path
 from armd.adapters.store.triggers import trigger_code
@@ -48,6 +49,8 @@ from armd.control.ports import (ACTUAL_PHASES, ActualState, DecisionRecord, Desi
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 CALL_TIMEOUT_SECONDS = 5.0
+NOTIFY_PAYLOAD_CHARS = 7000
+"""PostgreSQL refuses a notification payload of 8000 bytes or more; the query names are a hint, cut short."""
 """The default bound of one store call (``store.call_timeout_seconds``)."""
 
 OnRetry = Callable[[int, float, str], None]
@@ -572,13 +575,33 @@ class SqlStore:
                    "recommend_only": bool(r.recommend_only),
                    "decision_id": None if r.decision_id is None else str(r.decision_id),
                    "at": _utc(r.at) if r.at is not None else None, "reason": _json_value(dict(r.reason))} for r in rows]
-        self._call(lambda session: _upsert(session, m.DesiredSettingsRow, values))
+        queries = ",".join(sorted({r.query for r in rows}))
 
-    def desired_settings(self) -> dict[str, DesiredSettings]:
+        def run(session: Session) -> None:
+            _upsert(session, m.DesiredSettingsRow, values)
+            if values and session.connection().dialect.name == "postgresql":  # heard at the commit (adapters/store/listen.py)
+                session.execute(text("SELECT pg_notify(:channel, :queries)"),
+                                {"channel": DESIRED_CHANNEL, "queries": queries[:NOTIFY_PAYLOAD_CHARS]})
+
+        self._call(run)
+
+    @property
+    def engine_url(self) -> Any:
+        """The SQLAlchemy URL of the database (with its password: for a second connection of armd's own)."""
+        return self._engine.url
+
+    reads_by_query = True
+    """``desired_settings`` and ``actual_states`` take ``queries=`` (an application reads its own rows only)."""
+
+    def desired_settings(self, queries: Iterable[str] | None = None) -> dict[str, DesiredSettings]:
+        wanted = select(m.DesiredSettingsRow)
+        if queries is not None:
+            wanted = wanted.where(m.DesiredSettingsRow.query.in_(sorted(queries)))
+
         def run(session: Session) -> dict[str, DesiredSettings]:
             return {r.query: DesiredSettings(r.query, int(r.plan_version), _settings(r.settings), r.join_order, bool(r.may_start),
                                              bool(r.recommend_only), r.decision_id, r.at, r.reason or {})
-                    for r in session.scalars(select(m.DesiredSettingsRow))}
+                    for r in session.scalars(wanted)}
 
         return self._call(run)
 
@@ -594,12 +617,16 @@ class SqlStore:
                  "extra_state_bytes": state.extra_state_bytes, "at": _utc(state.at) if state.at is not None else None}
         self._call(lambda session: _upsert(session, m.ActualStateRow, [value]))
 
-    def actual_states(self) -> dict[str, ActualState]:
+    def actual_states(self, queries: Iterable[str] | None = None) -> dict[str, ActualState]:
+        wanted = select(m.ActualStateRow)
+        if queries is not None:
+            wanted = wanted.where(m.ActualStateRow.query.in_(sorted(queries)))
+
         def run(session: Session) -> dict[str, ActualState]:
             return {r.query: ActualState(
                 r.query, int(r.plan_version), None if r.settings is None else _settings(r.settings), r.phase, r.join_order,
                 r.migration_state, None if r.target_version is None else int(r.target_version), int(r.attempts), r.error,
-                r.retry_at, r.extra_state_bytes, r.at) for r in session.scalars(select(m.ActualStateRow))}
+                r.retry_at, r.extra_state_bytes, r.at) for r in session.scalars(wanted)}
 
         return self._call(run)
 

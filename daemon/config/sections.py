@@ -109,6 +109,8 @@ class StoreConfig:
     application_timeout_seconds: float = setting(60.0, rule=at_most(POSITIVE, DAY, "a day"), doc="An armd.agent application "
                                                  "that has not reported for this long is marked gone and its queries removed "
                                                  "(docs/agent.md).")
+    agents: bool = setting(True, doc="Decide for the queries armd.agent applications register in this store, in one problem "
+                           "with the configured ones (statistics read back from the store; docs/agent.md).")
 
 
 @dataclass(frozen=True)

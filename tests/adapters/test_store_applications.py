@@ -26,7 +26,7 @@ def test_applications_register_their_queries_and_the_configuration_sync_leaves_t
     apps.register_application(store, "shop", "host-a", 41, "apply", T0)
     apps.register_queries(store, "shop", [apps.AgentQueryRow("clicks", {"plan": None}, weight=2.0)], T0)
     store.sync_config([], [QueryRow("configured", {}, {}, 1.0)], [], T0)  # the daemon's own queries
-    assert apps.queries_of(store, "shop") == {"clicks": {"plan": None, "status": "active"}}
+    assert apps.queries_of(store, "shop") == {"clicks": {"plan": None, "status": "pending", "status_reason": None}}
     assert store.query("configured")["status"] == "pending"
     with pytest.raises(RecordRejected, match="already registered by application 'shop'"):
         apps.register_queries(store, "other", [apps.AgentQueryRow("clicks", {})], T0)
@@ -44,11 +44,11 @@ def test_silent_applications_are_marked_gone_and_their_queries_leave(store):
     assert apps.mark_gone(store, 30, T0 + timedelta(seconds=60)) == ["silent"]
     assert {a.app: a.status for a in apps.applications(store)} == {"alive": "running", "silent": "gone"}
     assert apps.queries_of(store, "silent")["silent_q"]["status"] == "removed"
-    assert apps.queries_of(store, "alive")["alive_q"]["status"] == "active"
+    assert apps.queries_of(store, "alive")["alive_q"]["status"] == "pending"
     # It comes back: registered again, its query counts again.
     apps.register_application(store, "silent", "h", 2, "apply", T0 + timedelta(seconds=70))
     apps.register_queries(store, "silent", [apps.AgentQueryRow("silent_q", {})], T0 + timedelta(seconds=70))
-    assert apps.queries_of(store, "silent")["silent_q"]["status"] == "active"
+    assert apps.queries_of(store, "silent")["silent_q"]["status"] == "pending"
 
 
 def test_the_revision_goes_down_and_up_again(store):

@@ -1,0 +1,62 @@
+"""``bench/fleet.py``: armd governing many applications.
+
+``--simulated-agents AxQ`` (``bench/fleet_agents.py``): the real daemon and
+the real PostgreSQL with A simulated applications of Q queries each, every
+one reporting each second through the agent's own code; prints
+``{"agents": A, "queries": A*Q, "observation_lag_p99_s": …, "decision_ms": …,
+"store_rows_per_day": …}`` (targets: p99 lag ≤ 2 s, decision ≤ 1 s).
+
+The cluster benchmark (applications ``spark-submit``ted to a standalone
+cluster, issue 18) is not part of this script yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def shape(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)x(\d+)", text)
+    if not match or int(match[1]) < 1 or int(match[2]) < 1:
+        raise argparse.ArgumentTypeError(f"expected APPLICATIONSxQUERIES, e.g. 100x10, got {text!r}")
+    return int(match[1]), int(match[2])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--simulated-agents", type=shape, metavar="AxQ",
+                        help="A simulated applications of Q queries each (e.g. 100x10)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--seconds", type=float, default=60.0, help="measurement window after the warm-up (default 60)")
+    parser.add_argument("--workers", type=int, default=4, help="processes the simulated applications run in (default 4)")
+    parser.add_argument("--rate", type=float, default=10.0, help="elements per second of each query's stream (default 10)")
+    parser.add_argument("--warmup-limit", type=float, default=180.0,
+                        help="longest wait for every query to be admitted before measuring (default 180 s)")
+    args = parser.parse_args(argv)
+    if args.simulated_agents is None:
+        print("fleet: only --simulated-agents AxQ is implemented here; the cluster benchmark is not part of this script yet",
+              file=sys.stderr)
+        return 2
+    if args.workers < 1 or args.seconds <= 0:
+        print("fleet: --workers must be ≥ 1 and --seconds > 0", file=sys.stderr)
+        return 2
+    from fleet_agents import run
+
+    agents, queries = args.simulated_agents
+    result = run(agents, queries, args.seconds, min(args.workers, agents), args.rate, args.warmup_limit)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""``bench/fleet.py --simulated-agents AxQ``: the real daemon and PostgreSQL governing A simulated applications of Q queries.
+
+Why: the daemon must keep up with many applications at once, more than this
+machine can run Spark drivers for. The applications here are
+``bench/simulated_agents.py``'s: the agent's own registration, reporting and
+reconciling code, with generated progress; each reports every second. They
+run as threads in a few worker processes (``--workers``), so their Python
+does not share one interpreter lock with each other or the daemon.
+
+What is measured, over ``--seconds`` once every query has been admitted:
+
+* ``observation_lag_p99_s``: the daemon's own histogram
+  ``armd_agent_observation_lag_seconds`` (from an application's report to
+  the control cycle reading it), scraped from its metrics endpoint at both
+  ends of the window; the p99 is the upper edge of the bucket it falls in
+  (never under-stated);
+* ``decision_ms``: the 99th percentile of the decisions' own durations
+  (``decision_made`` log lines in the window), with the median; the
+  baseline is the same figure for the daemon's own query alone, measured
+  before the applications register;
+* ``store_rows_per_day``: rows added to the store's tables in the window,
+  per day at that pace.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.engine import make_url
+
+REPO = Path(__file__).resolve().parent.parent
+APPS_PER_STORE = 5
+LAG_TOP = 30.0
+"""The daemon's last finite lag bucket (``daemon/metrics.py`` ``LAG_BUCKETS``): a p99 beyond it is reported as over it."""
+"""Simulated applications sharing one store (its pool holds 15 connections): an application holds one per round."""
+TABLES = ("observations", "batches", "estimates", "events", "decisions", "desired_settings", "actual_states", "migrations",
+          "queries", "applications")
+
+CONFIG = """
+[store]
+url = "{url}"
+application_timeout_seconds = 60
+
+[metrics]
+enabled = true
+port = {port}
+address = "127.0.0.1"
+
+[bounds]
+memory_bytes = {memory}
+cpu = 1e12
+
+[guardrails]
+cooldown_seconds = 0
+
+[schedule]
+observe_seconds = 1
+decide_seconds = 10
+apply_seconds = 1
+housekeeping_seconds = 3600
+
+[source.streams.ticks]
+rate_per_second = 5
+
+[plan.streams.ticks]
+rate = 0.005
+size = 16
+
+[plan.queries.tick_count]
+op = "aggregate"
+inputs = [{{ op = "window", c = 10, inputs = [{{ op = "source", stream = "ticks" }}] }}]
+"""
+
+
+def worker(url: str, apps: list[str], queries: int, rate: float, stop: Any, out: Any) -> None:
+    """One process of simulated applications: register each (spread over two seconds), report each second until
+    ``stop`` is set, stop, and put what it saw on ``out``."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from simulated_agents import SimQuery, SimulatedApp
+
+    from armd.adapters.store.sql import SqlStore
+
+    stores = [SqlStore.open(url) for _ in range(0, len(apps), APPS_PER_STORE)]  # a pool of connections per few apps
+    made = []
+    for i, app in enumerate(apps):
+        sim = SimulatedApp(stores[i // APPS_PER_STORE], app, [SimQuery(f"{app}_q{j}", f"{app}_s{j}", rate) for j in range(queries)], poll_seconds=1.0)
+        sim.register()
+        sim.start()
+        made.append(sim)
+        time.sleep(2.0 / max(1, len(apps)))
+    stop.wait()
+    for sim in made:
+        sim.stop()
+    out.put({"apps": len(made), "errors": sum(s.errors for s in made)})
+    for store in stores:
+        store.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> dict[str, float]:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    samples = {}
+    for line in body.splitlines():
+        if line.startswith(("armd_agent_observation_lag_seconds", "armd_decision_duration_seconds")):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def lag_p99(before: dict[str, float], after: dict[str, float]) -> tuple[float | None, float | None, int]:
+    """The upper edge of the bucket holding the 99th percentile of the lags observed between two scrapes; and the mean."""
+    prefix = "armd_agent_observation_lag_seconds"
+    count = after.get(f"{prefix}_count", 0) - before.get(f"{prefix}_count", 0)
+    if count <= 0:
+        return None, None, 0
+    mean = (after[f"{prefix}_sum"] - before.get(f"{prefix}_sum", 0)) / count
+    buckets = []
+    for name, value in after.items():
+        match = re.fullmatch(rf'{prefix}_bucket\{{le="([^"]+)"\}}', name)
+        if match:
+            buckets.append((float(match[1]), value - before.get(name, 0)))
+    for edge, cumulative in sorted(buckets):
+        if cumulative >= 0.99 * count:
+            return (None if edge == float("inf") else edge), mean, int(count)
+    return None, mean, int(count)  # beyond the last finite bucket: said by ``observation_lag_p99_over_s``
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def rows(engine: Any) -> int:
+    with engine.connect() as conn:
+        return sum(conn.execute(select(func.count()).select_from(text(t))).scalar_one() for t in TABLES)
+
+
+def admitted(engine: Any) -> int:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT count(*) FROM queries WHERE app IS NOT NULL AND status = 'active'")).scalar_one()
+
+
+def server_url() -> str:
+    url = os.environ.get("ARMD_TEST_POSTGRES_URL", "").strip()
+    if url:
+        return url
+    return subprocess.run(["bash", str(REPO / "scripts" / "postgres-up")], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def run(agents: int, queries: int, seconds: float, workers: int, rate: float, warmup_limit: float) -> dict[str, Any]:
+    from armd.adapters.store.sql import SqlStore
+
+    admin = create_engine(server_url(), isolation_level="AUTOCOMMIT")
+    name = f"armd_fleet_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(admin.url).set(database=name).render_as_string(hide_password=False)
+    tmp = Path(tempfile.mkdtemp(prefix="armd-fleet-"))
+    engine = create_engine(url)
+    daemon = None
+    try:
+        store = SqlStore.open(url)
+        store.upgrade()
+        store.close()
+        port = free_port()
+        # Every query at its largest window (60 s of 10 elements/s, ~29 KB each) would not fit: the policy decides.
+        memory = int(agents * queries * 15_000 + 1_000_000)
+        (tmp / "armd.toml").write_text(CONFIG.format(url=url, port=port, memory=memory))
+        daemon = subprocess.Popen([sys.executable, "-m", "armd.daemon.cli", "run", "--config", str(tmp / "armd.toml")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        decisions: list[tuple[float, float, int]] = []
+        slow: list[float] = []
+
+        def read_log() -> None:
+            assert daemon is not None and daemon.stderr is not None
+            for line in daemon.stderr:
+                if '"cycle_slow"' in line or '"job_skipped"' in line:
+                    slow.append(time.time())
+                if '"decision_made"' in line:
+                    event = json.loads(line)
+                    decisions.append((time.time(), float(event["duration_ms"]), 0))
+
+        threading.Thread(target=read_log, daemon=True).start()
+        deadline = time.time() + 60
+        while True:
+            try:
+                scrape(port)
+                break
+            except OSError:
+                if daemon.poll() is not None or time.time() > deadline:
+                    raise SystemExit(f"fleet: the daemon did not start (exit {daemon.poll()})")
+                time.sleep(0.5)
+        time.sleep(12)  # the daemon's own query alone: the baseline decisions
+        baseline = [ms for _t, ms, _n in decisions]
+
+        names = [f"app{i:03d}" for i in range(agents)]
+        context = multiprocessing.get_context("spawn")
+        out = context.Queue()
+        started = time.time()
+        stop = context.Event()
+        procs = [context.Process(target=worker, args=(url, names[i::workers], queries, rate, stop, out))
+                 for i in range(workers)]
+        for p in procs:
+            p.start()
+        total = agents * queries
+        while admitted(engine) < total and time.time() < started + warmup_limit:
+            time.sleep(1.0)
+        warmup = time.time() - started
+        joined = admitted(engine)
+        time.sleep(3)  # the first decision over the whole fleet is part of the warm-up
+        before, rows_before, t0 = scrape(port), rows(engine), time.time()
+        time.sleep(seconds)
+        after, rows_after, t1 = scrape(port), rows(engine), time.time()
+        p99, mean, observed = lag_p99(before, after)
+        window = [ms for t, ms, _n in decisions if t0 <= t <= t1]
+        stop.set()
+        results = [out.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join(30)
+        return {
+            "agents": agents, "queries": total,
+            "observation_lag_p99_s": p99, "decision_ms": percentile(window, 0.99),
+            **({"observation_lag_p99_over_s": LAG_TOP} if p99 is None and observed else {}),
+            "store_rows_per_day": round((rows_after - rows_before) / (t1 - t0) * 86400),
+            "observation_lag_mean_s": None if mean is None else round(mean, 3), "lag_rows": observed,
+            "decision_ms_median": percentile(window, 0.5), "decisions": len(window),
+            "baseline_decision_ms": percentile(baseline, 0.99), "baseline_decisions": len(baseline),
+            "admitted": joined, "warmup_s": round(warmup, 1), "seconds": round(t1 - t0, 1), "workers": workers,
+            "agent_round_errors": sum(r["errors"] for r in results),
+            "daemon_steps_slow_or_skipped": sum(1 for t in slow if t0 <= t <= t1),
+            "load_average": os.getloadavg()[0],
+            "targets": {"observation_lag_p99_s": 2.0, "decision_ms": 1000.0},
+        }
+    finally:
+        if daemon is not None and daemon.poll() is None:
+            daemon.send_signal(signal.SIGTERM)
+            try:
+                daemon.wait(30)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+        shutil.rmtree(tmp, ignore_errors=True)
