@@ -80,6 +80,9 @@ from .source import offset_stream
 from .sources import OldRun, SourceContractError, adapter_for, check_sources, source_format
 
 DEFAULT_REFERENCE_POINT = "window.end"
+SPLIT_ATTEMPTS = 5
+SPLIT_WAIT_SECONDS = 5.0
+"""How often, and how long each time, GenMig waits for the listener to catch up with a run before placing T_split."""
 DEFAULT_TIMEOUT_SECONDS = 600.0
 """How long a migration may stay running or draining before it fails (``[spark] migration_timeout_seconds``)."""
 
@@ -209,28 +212,27 @@ class GenMigApplier:
                                           "GenMig splits one input between two plans, so both must read the same streams")
         except SourceContractError as exc:
             raise PermanentError(f"query {query!r}: {exc}") from None
-        latest = self._latest(managed.query)
-        if latest is None:  # expected right after a start: the next batch brings it
-            raise NotReady(f"query {query!r} has not completed a batch yet; GenMig needs its position")
-        try:
-            olds = self._old_runs(query, managed.spec.streams, old_sources, latest)
-            positions = {s: adapter_for(s, o).position(s, o, olds[s]) for s, o in old_sources.items()}
-            starts = {s: adapter_for(s, o).start(s, o, olds[s], positions[s]) for s, o in new_sources.items()}
-        except SourceContractError as exc:
-            if not any(r.input_rows for r in self._records(latest.run_id)):  # nothing read yet: a later batch may tell
-                raise NotReady(f"query {query!r}: {exc}") from None
-            raise PermanentError(f"query {query!r}: {exc}") from None
-        span = max(float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (managed.params, params))
-        t_split = split_time(positions, span, self.epsilon, unit=self.time_unit_seconds)
         reference = str(_hint(managed, managed.params, "reference_point", DEFAULT_REFERENCE_POINT))
         emits = str(_hint(managed, managed.params, "emits", "watermark"))
+        # The listener may lag the run: a batch after the one whose progress places T_split may already have
+        # written results past it. The old run's filter is set only if none has; else T_split is placed again.
+        for _ in range(SPLIT_ATTEMPTS):
+            self.listener.wait_for_run(managed.query, timeout=SPLIT_WAIT_SECONDS)
+            latest, positions, starts, t_split, span = self._place_split(query, managed, params, old_sources, new_sources)
+            # Results up to the next batch are bounded by this batch's data when they wait for the watermark.
+            written_safely = latest.last_executed_batch + (0 if emits == "arrival" else 1)
+            if managed.writer.keep_from(reference_filter(reference, t_split, "old"), written_safely):
+                break
+        else:
+            raise NotReady(f"query {query!r}: its progress reached armd late {SPLIT_ATTEMPTS} times running (the run "
+                           f"has written batch {managed.writer.last_batch_id}, the newest progress is of batch "
+                           f"{latest.last_executed_batch}); GenMig places T_split again next time")
         migration = Migration(query, self.strategy, managed.params.as_json(), params.as_json(),
                               facts={"positions": positions, "reference_point": reference, "span_seconds": span, "emits": emits,
                                      "starts": {s: start.note for s, start in starts.items()},
                                      "old_run": str(managed.query.runId) if managed.query else None,
                                      "old_checkpoint": str(managed.checkpoint)})
         old_run = self.manager.hand_over(query)
-        old_run.writer.keep = reference_filter(reference, t_split, "old")
         new_params = replace(params, extra={**params.extra, "sources": {s: dict(start.options) for s, start in starts.items()}})
         try:
             new_query = self.manager.start(query, new_params, keep=reference_filter(reference, t_split, "new"))
@@ -246,6 +248,22 @@ class GenMigApplier:
                                  facts={**migration.facts, "new_run": str(new_query.runId),
                                         "new_checkpoint": str(self.manager.get(query).checkpoint)})
         self._record(migration)
+
+    def _place_split(self, query: str, managed: Any, params: QueryParams, old_sources: dict, new_sources: dict) -> tuple:
+        """From the old run's newest progress: that record, each stream's position, the new run's starts, T_split, the span."""
+        latest = self._latest(managed.query)
+        if latest is None:  # expected right after a start: the next batch brings it
+            raise NotReady(f"query {query!r} has not completed a batch yet; GenMig needs its position")
+        try:
+            olds = self._old_runs(query, managed.spec.streams, old_sources, latest)
+            positions = {s: adapter_for(s, o).position(s, o, olds[s]) for s, o in old_sources.items()}
+            starts = {s: adapter_for(s, o).start(s, o, olds[s], positions[s]) for s, o in new_sources.items()}
+        except SourceContractError as exc:
+            if not any(r.input_rows for r in self._records(latest.run_id)):  # nothing read yet: a later batch may tell
+                raise NotReady(f"query {query!r}: {exc}") from None
+            raise PermanentError(f"query {query!r}: {exc}") from None
+        span = max(float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (managed.params, params))
+        return latest, positions, starts, split_time(positions, span, self.epsilon, unit=self.time_unit_seconds), span
 
     def resume(self, migration: Migration) -> None:
         """Continue a stored migration (running or draining) after a restart: both runs go on from their checkpoints."""

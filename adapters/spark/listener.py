@@ -127,6 +127,11 @@ class ProgressRecord:
     raw: Mapping[str, Any]
 
     @property
+    def last_executed_batch(self) -> int:
+        """The newest batch this record's run had executed: idle progress (no ``addBatch``) carries the next one's id."""
+        return self.batch_id if "addBatch" in self.durations_ms else self.batch_id - 1
+
+    @property
     def state_rows(self) -> int:
         return sum(op.rows_total for op in self.state_operators)
 

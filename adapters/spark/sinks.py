@@ -45,6 +45,8 @@ class BatchWriter:
         self._lock = threading.Lock()
         self.batches = 0
         """Batches written by this writer (replays included)."""
+        self.last_batch_id: int | None = None
+        """The id of the newest batch handed to this writer (its write may still be going on)."""
 
     @property
     def keep(self) -> Keep | None:
@@ -55,6 +57,18 @@ class BatchWriter:
     def keep(self, keep: Keep | None) -> None:
         with self._lock:
             self._keep = keep
+
+    def keep_from(self, keep: Keep, after_batch: int) -> bool:
+        """Set ``keep`` only if no batch later than ``after_batch`` has reached this writer yet; whether it was set.
+
+        GenMig chooses T_split from the progress of some batch; a later batch
+        written unfiltered could already hold results past it.
+        """
+        with self._lock:
+            if self.last_batch_id is not None and self.last_batch_id > after_batch:
+                return False
+            self._keep = keep
+            return True
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark Connect pickles the foreachBatch function to run it in the server's Python: a lock does not pickle.
@@ -67,7 +81,8 @@ class BatchWriter:
         self._lock = threading.Lock()
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        keep = self.keep
+        with self._lock:
+            keep, self.last_batch_id = self._keep, int(batch_id)
         if keep is not None:
             df = keep(df)
         self.sink.write_batch(df, self.query, int(batch_id), self.plan_version)

@@ -37,8 +37,6 @@ import migration  # noqa: E402
 RATES = {"clicks": 10.0}
 QUERY = "clicks_per_key"
 
-KNOWN_ORDER_BUG = ('KNOWN BUG, open (issue 20): after the other Spark test modules of a full run, GenMig on the wall-paced user source gives "wrong" window counts (28 and 20 seen); alone the test passes. Kept running, not hidden: see the session note and docs/genmig.md.')
-
 
 
 def now() -> datetime:
@@ -105,7 +103,6 @@ def store(tmp_path):
     store.close()
 
 
-@pytest.mark.xfail(strict=False, reason=KNOWN_ORDER_BUG)
 def test_an_application_registers_reports_and_migrates_by_genmig_exactly(spark, progress_listener, store, tmp_path):  # noqa: F811
     start = migration.origin()
     agent = Agent(spark, store=store, app="shop", checkpoint_root=tmp_path / "ck", poll_seconds=0.25,

@@ -1,4 +1,4 @@
-"""One local SparkSession (and one progress listener) for all Spark tests of a pytest session.
+"""One local SparkSession for all Spark tests of a pytest session, and a progress listener per test module.
 
 Import the fixtures into a test module with
 ``from support.spark import spark, progress_listener  # noqa: F401``.
@@ -27,8 +27,10 @@ def spark() -> Iterator["object"]:
     session.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def progress_listener(spark) -> Iterator[ProgressListener]:
+    # Module scope, detached at the module's end: pytest makes one instance per importing module whatever the
+    # scope, and listeners left on Spark's one listener bus delayed every later module's progress by seconds.
     listener = ProgressListener().attach(spark)
     yield listener
     listener.detach(spark)

@@ -44,6 +44,19 @@ def test_keep_hook_is_read_at_every_batch(spark) -> None:  # noqa: F811
     assert per_batch == [5, 3, 5]
 
 
+def test_a_filter_is_set_from_a_batch_on_only_if_no_later_batch_has_been_written(spark) -> None:  # noqa: F811
+    """GenMig places T_split from some batch's progress; a later batch already written unfiltered may hold results past it."""
+    writer = MemorySink().writer("old")
+    split = before("window.end", datetime(2026, 1, 1, 0, 0, 12))
+    assert writer.keep_from(split, after_batch=0) and writer.keep is split  # nothing written yet
+    writer.keep = None
+    writer(batch(spark, 5), 0)
+    writer(batch(spark, 5), 1)
+    assert writer.last_batch_id == 1
+    assert not writer.keep_from(split, after_batch=0) and writer.keep is None
+    assert writer.keep_from(split, after_batch=1) and writer.keep is split
+
+
 def test_parquet_sink_partitions_by_plan_version_and_overwrites_batches(spark, tmp_path) -> None:  # noqa: F811
     sink = ParquetSink(tmp_path / "out")
     sink.writer("q", 0)(batch(spark, 3), 0)
