@@ -207,6 +207,7 @@ class Agent:
         builder = declared.builder()
         plan = describe(self.spark, builder, declared, params, self.time_unit_seconds, self.plan_file, self.log)
         params = plan.apply(params)
+        self.stats.nodes[name] = dict(plan.nodes)  # measurements by label → the plan's node ids
         settings = in_force or self._settings(declared, params)
         self.reporter.add_query(name, query_spec(plan, declared.mode or self.mode, declared.windows, declared.slides, settings,
                                                  self.time_unit_seconds), declared.weight, declared.qos, self.clock())

@@ -27,7 +27,7 @@ class PlanInfo:
     source: str
     """``derived``, ``file:PATH`` or ``none``."""
     nodes: dict[str, str] = field(default_factory=dict)
-    """Builder window name → plan node id."""
+    """Builder window name, and every other label of a derived plan (``agg1``, ``f1``…) → plan node id."""
 
     def apply(self, params: QueryParams) -> QueryParams:
         """``params`` with its windows keyed by this plan's node ids."""
@@ -46,7 +46,8 @@ def describe(spark: Any, builder: Callable[[Any, QueryParams], Any], declared: A
     try:
         derivation = derive_builder(spark, builder, declared.name, params, time_unit_seconds=time_unit_seconds,  # type: ignore[arg-type]
                                     streams=declared.streams)
-        nodes = {n: derivation.nodes.get(n, f"{declared.name}.{n}") for n in declared.windows}
+        # Every label of the instrumented query: the measurements (groups, bytes per row) arrive under them.
+        nodes = {**derivation.nodes, **{n: derivation.nodes.get(n, f"{declared.name}.{n}") for n in declared.windows}}
         return PlanInfo(derivation.document, "derived", nodes)
     except Exception as exc:  # noqa: BLE001 - any failure to derive falls back to the plan file
         why = f"{type(exc).__name__}: {exc}".splitlines()[0]

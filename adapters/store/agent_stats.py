@@ -112,8 +112,13 @@ class AgentStats:
     @staticmethod
     def _queries(rows: list[Any], wanted: set[str]) -> list[QueryMetrics]:
         latest = {r.query: r for r in rows if r.query in wanted}
-        return [QueryMetrics(q, r.state_rows, r.state_bytes, dict(r.selectivities or {}), dict(r.pair_selectivities or {}))
-                for q, r in sorted(latest.items())]
+        out = []
+        for q, r in sorted(latest.items()):
+            measured = r.measured_inputs or {}
+            groups = {n: (float(m[0]), float(m[1])) for n, m in (measured.get("group_models") or {}).items()}
+            out.append(QueryMetrics(q, r.state_rows, r.state_bytes, dict(r.selectivities or {}), dict(r.pair_selectivities or {}),
+                                    groups, {n: float(v) for n, v in (measured.get("bytes_per_row") or {}).items()}))
+        return out
 
     @staticmethod
     def _batch(b: Any) -> BatchProgress:

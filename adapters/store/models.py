@@ -151,6 +151,8 @@ class ObservationRow(Base):
     state_bytes: Mapped[int | None] = mapped_column(BigInteger)
     selectivities: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     pair_selectivities: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    measured_inputs: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    """A query's ``group_models`` ({node: [base, growth]}) and ``bytes_per_row`` ({node: bytes}) (revision 0009)."""
 
 
 class BatchRow(Base):

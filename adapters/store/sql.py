@@ -107,6 +107,13 @@ def _row_dict(row: Any, columns: Iterable[str] | None = None) -> dict[str, Any]:
     return {k: _json_value(v) for k, v in mapping.items()}
 
 
+def _measured_inputs(metrics: QueryMetrics) -> dict[str, Any] | None:
+    """What an agent's daemon needs of a query's measured model inputs, as JSON (``None`` when nothing was measured)."""
+    doc = {"group_models": {n: list(m) for n, m in metrics.group_models.items()},
+           "bytes_per_row": dict(metrics.bytes_per_row)}
+    return _json_value(doc) if doc["group_models"] or doc["bytes_per_row"] else None
+
+
 def _utc(value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"naive datetime {value.isoformat()} given to the metadata store; pass a timezone-aware UTC datetime")
@@ -393,6 +400,7 @@ class SqlStore:
                 "at": at, "stream": s.stream, "query": None, "rows": s.rows, "interval_seconds": s.interval_seconds,
                 "rate_per_second": s.rate_per_second, "d": s.d, "l": s.l, "g": s.g,
                 "state_rows": None, "state_bytes": None, "selectivities": None, "pair_selectivities": None,
+                "measured_inputs": None,
             }
             for s in observation.streams
         ]
@@ -402,6 +410,7 @@ class SqlStore:
                 "rate_per_second": None, "d": None, "l": None, "g": None,
                 "state_rows": q.state_rows, "state_bytes": q.state_bytes, "selectivities": _json_value(q.selectivities),
                 "pair_selectivities": _json_value(dict(q.pair_selectivities)) if q.pair_selectivities else None,
+                "measured_inputs": _measured_inputs(q),
             }
             for q in observation.queries
         ]

@@ -58,3 +58,13 @@ def test_a_report_that_commits_late_is_still_read_and_a_removed_application_is_n
     report(store, T0 + timedelta(seconds=4), 10, 100, 2)
     gone = stats.observe(T0 + timedelta(seconds=5))
     assert (gone.streams, gone.queries, gone.batches) == ([], [], [])
+
+
+def test_measured_groups_and_bytes_per_row_come_back_for_the_daemons_model(store):
+    """Without them the daemon models an agent's aggregation as one group at the plan's bytes per row."""
+    stats = AgentStats(store, UNIT, T0)
+    at = T0 + timedelta(seconds=1)
+    store.record_observation(Observation(at, [StreamStats("clicks", 10, 1.0, 10.0, 100.0)], [
+        QueryMetrics("clicks_q", 10, 100, {}, {}, {"clicks_q.agg1": (12.0, 30.5)}, {"clicks_q.agg1": 88.0})], []))
+    (query,) = stats.observe(at).queries
+    assert dict(query.group_models) == {"clicks_q.agg1": (12.0, 30.5)} and dict(query.bytes_per_row) == {"clicks_q.agg1": 88.0}

@@ -1,0 +1,182 @@
+"""A team's streaming application under armd, for ``bench/fleet.py``: submitted with ``spark-submit`` to the cluster.
+
+Why a program of its own: the fleet benchmark must govern applications the
+way users run them — their own driver, executors on the cluster's workers,
+their own ``foreachBatch`` sink — with armd present only as ``armd.agent``.
+Two kinds share the replayed synthetic streams ``views`` and ``clicks``
+(the same rows for every reader; ``views`` bursts):
+
+* ``shop``: views per page (a sliding count) and views joined with clicks
+  within a time range (a stream-stream join);
+* ``ads``: views per ad (another sliding count over the same stream).
+
+The user's sink appends every result to ``SHARED/results/QUERY.jsonl``; the
+benchmark checks those files against its oracle. ``--plain`` runs the same
+queries at their initial settings without the agent (the throughput
+baseline of the agent's overhead), writing under ``SHARED/plain/``; with
+``--mode recommend`` the agent applies nothing. At the end of the streams
+the application writes ``SHARED/APP.json``: each query's input rows and the
+wall seconds its batches took.
+
+    spark-submit --master spark://… bench/fleet_app.py KIND APP STORE_URL SHARED START END [--plain] [--mode M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from armd.adapters.spark.builders import genmig_hints
+
+DELAY = "2 seconds"
+KINDS = {"shop": ("views_per_page", "views_clicks"), "ads": ("views_per_ad",)}
+
+
+@genmig_hints("window.end")
+def count_per_key(spark: Any, s: Any) -> Any:
+    """Views per key over a sliding window (node ``w``)."""
+    views = s.source("views").withWatermark("event_time", DELAY)
+    return views.groupBy(F.window("event_time", s.window("w"), s.slide("w")), "key").agg(F.count(F.lit(1)).alias("n"))
+
+
+@genmig_hints("greatest(vt, ct)", emits="arrival")
+def views_with_clicks(spark: Any, s: Any) -> Any:
+    """Views and clicks of the same key within R of each other (R the window ``j``)."""
+    span = f"INTERVAL {s.window('j')}"
+    views = s.source("views").withWatermark("event_time", DELAY).select(
+        F.col("event_time").alias("vt"), F.col("key").alias("vk"))
+    clicks = s.source("clicks").withWatermark("event_time", DELAY).select(
+        F.col("event_time").alias("ct"), F.col("key").alias("ck"))
+    return views.join(clicks, (F.col("vk") == F.col("ck")) & (F.col("ct") >= F.col("vt") - F.expr(span))
+                      & (F.col("ct") <= F.col("vt") + F.expr(span)))
+
+
+QUERIES: dict[str, dict[str, Any]] = {
+    "views_per_page": {"function": count_per_key, "windows": {"w": ("4 seconds", "16 seconds")},
+                       "slides": {"w": ("1 second", "4 seconds")}, "streams": ("views",)},
+    "views_per_ad": {"function": count_per_key, "windows": {"w": ("4 seconds", "16 seconds")},
+                     "slides": {"w": ("1 second", "4 seconds")}, "streams": ("views",)},
+    "views_clicks": {"function": views_with_clicks, "windows": {"j": ("1 second", "6 seconds")}, "slides": {},
+                     "streams": ("views", "clicks")},
+}
+
+
+def base_name(name: str) -> str:
+    return next(base for base in QUERIES if name.startswith(base))
+
+
+def user_sink(path: Path) -> Callable[[Any, int], None]:
+    """The team's own ``foreachBatch`` function: every row appended to a JSON-lines file (times as epoch seconds)."""
+    lock = threading.Lock()
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(df: Any, batch_id: int) -> None:
+        rows = [row.asDict(recursive=True) for row in df.collect()]
+        with lock, path.open("a") as out:
+            for row in rows:
+                out.write(json.dumps(row, default=lambda v: v.timestamp() if isinstance(v, datetime) else str(v)) + "\n")
+
+    return write
+
+
+def read_to_end(listener: Any, names: list[str], end: float, timeout: float) -> None:
+    """Until every query's newest run has read every source to ``end`` seconds of event time."""
+    def done(name: str) -> bool:
+        latest = listener.latest(name)
+        return latest is not None and bool(latest.sources) and all(
+            json.loads(s.end_offset or "{}").get("event_ms", 0) >= end * 1000 for s in latest.sources)
+
+    deadline = time.monotonic() + timeout
+    while not all(done(n) for n in names) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def throughput(listener: Any, names: list[str]) -> dict[str, dict[str, float]]:
+    out = {}
+    for name in names:
+        records = [r for r in listener.records(name) if r.input_rows > 0]
+        out[name] = {"rows": sum(r.input_rows for r in records), "batch_seconds": sum(r.batch_ms for r in records) / 1000}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name in ("kind", "app", "store", "shared"):
+        parser.add_argument(name)
+    parser.add_argument("start", type=float)
+    parser.add_argument("end", type=float)
+    parser.add_argument("--plain", action="store_true")
+    parser.add_argument("--mode", default="apply")
+    parser.add_argument("--suffix", default="", help="added to every query name (a second run beside the first)")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    args = parser.parse_args(argv)
+    shared = Path(args.shared)
+    sources = json.loads((shared / "sources.json").read_text())
+    spark = SparkSession.builder.appName(args.app).getOrCreate()
+    from armd.adapters.spark.source import register
+
+    register(spark)  # armd's replayable synthetic source stands in for the team's Kafka topics
+    names = [base + args.suffix for base in KINDS[args.kind]]
+    if args.plain:
+        plain(spark, args, names, sources, shared)
+        return
+    from armd.agent import Agent
+
+    agent = Agent(spark, store=args.store, app=args.app, mode=args.mode, checkpoint_root=str(shared / "checkpoints" / args.app),
+                  poll_seconds=0.5)
+    for name in names:
+        spec = QUERIES[base_name(name)]
+        agent.query(name, windows=spec["windows"], slides=spec["slides"], streams=spec["streams"],
+                    sources={s: sources[s] for s in spec["streams"]})(spec["function"])
+        agent.start(name, sink=lambda df, name=name: df.writeStream.foreachBatch(user_sink(shared / "results" / f"{name}.jsonl")))
+    read_to_end(agent.listener, names, args.end, args.timeout)
+    deadline = time.monotonic() + 120
+    while agent.applier.running_migrations() and time.monotonic() < deadline:  # a migration still open finishes first
+        time.sleep(0.5)
+    for name in names:
+        query = agent.manager.get(name).query
+        if query is not None:
+            query.processAllAvailable()
+    report = {"app": args.app, "throughput": throughput(agent.listener, names),
+              "final_plans": {name: agent.manager.get(name).params.as_json() for name in names}}
+    agent.stop()
+    (shared / f"{args.app}.json").write_text(json.dumps(report))
+
+
+def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) -> None:
+    """The same queries at their largest windows and smallest slides, without armd: the overhead baseline."""
+    from armd.adapters.spark.listener import ProgressListener
+    from armd.adapters.spark.managed import QueryParams
+    from armd.agent.settings import Range, Settings
+
+    listener = ProgressListener().attach(spark)
+    queries = []
+    for name in names:
+        spec = QUERIES[base_name(name)]
+        windows = {n: Range.parse(v, n) for n, v in spec["windows"].items()}
+        slides = {n: Range.parse(v, n) for n, v in spec["slides"].items()}
+        params = QueryParams(windows={n: r.high for n, r in windows.items()},
+                             slides={n: r.low for n, r in slides.items()},
+                             extra={"sources": {s: sources[s] for s in spec["streams"]}})
+        df = spec["function"](spark, Settings(spark, params, windows, slides))
+        queries.append(df.writeStream.queryName(f"{name}@plain").foreachBatch(user_sink(shared / "plain" / f"{name}.jsonl"))
+                       .option("checkpointLocation", str(shared / "checkpoints" / "plain" / name)).start())
+    read_to_end(listener, names, args.end, args.timeout)
+    for query in queries:
+        query.processAllAvailable()
+    report = {"app": args.app, "throughput": throughput(listener, names)}
+    for query in queries:
+        query.stop()
+    (shared / f"{args.app}.json").write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

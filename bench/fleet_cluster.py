@@ -1,0 +1,345 @@
+"""``bench/fleet.py`` on a real Spark cluster: two ``spark-submit`` applications under one armd daemon on PostgreSQL.
+
+Why: armd's claim for teams is that it governs *their* applications — their
+own drivers, executors on a cluster, ``foreachBatch`` sinks — through
+``armd.agent`` and the store alone, and that a plan change there loses,
+repeats and changes no result. This measures it end to end:
+
+1. a standalone master and two workers on 127.0.0.1 (``tests/support/cluster.py``),
+   a fresh database on the PostgreSQL of ``scripts/postgres-up``, and
+   ``armd run`` deciding for every agent query in that store;
+2. ``bench/fleet_app.py`` submitted twice (``shop``: a sliding count and a
+   stream-stream join; ``ads``: a sliding count), all over the replayed
+   synthetic streams ``views`` and ``clicks``; ``views`` bursts ×4, which
+   pushes the state over the bound and makes the daemon cut windows, which
+   the agents apply by GenMig inside the applications;
+3. the oracle: each query run alone, in a local Spark session here, at every
+   settings version it had (from the store's migrations), over the same
+   replayed input; a result is right when it equals the oracle's of the
+   version in force at its reference point (T_split splits versions);
+4. the agent's overhead: ``ads`` again in ``recommend`` mode (the agent
+   present, applying nothing) and without the agent, side by side on the
+   same cluster over the same input read from its start (saturated):
+   processed rows per second of batch time, the agent's against the plain.
+
+Measured state over the bound comes from the progress the agents reported
+(``batches``: every run's newest state bytes, summed each second).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+import migration  # noqa: E402
+from support.cluster import SPARK_HOME, StandaloneCluster, spark_env  # noqa: E402
+
+from armd.adapters.spark.source import schedule_json  # noqa: E402
+from armd.adapters.synthetic import Schedule  # noqa: E402
+
+APP = REPO / "bench" / "fleet_app.py"
+END = 150.0
+"""Seconds of event time the streams last (they run at wall-clock speed)."""
+BURST = (50.0, 50.0, 4.0)
+"""(at, duration, factor) of the burst on ``views``, in seconds of the stream."""
+RATES = {"views": 40.0, "clicks": 10.0}
+KEYS = 1000
+DECIDE_SECONDS = 2.0
+DELAY_SECONDS = 2.0
+WINDOW_MAX_SECONDS = 16.0
+
+CONFIG = """
+[store]
+url = "{url}"
+application_timeout_seconds = 60
+
+[bounds]
+memory_bytes = {memory}
+cpu = 1e9
+reserve = 0
+
+[schedule]
+observe_seconds = 1
+decide_seconds = {decide}
+apply_seconds = 0.5
+
+[source.streams.idle]
+rate_per_second = 1
+
+[plan.streams.idle]
+rate = 0.001
+size = 16
+
+[plan.queries.idle_count]
+op = "aggregate"
+inputs = [{{ op = "window", c = 1000, inputs = [{{ op = "source", stream = "idle" }}] }}]
+"""
+
+
+def sources(start: float) -> dict[str, dict[str, Any]]:
+    names = ",".join(RATES)
+    out = {}
+    for name, rate in RATES.items():
+        bursts = (BURST,) if name == "views" else ()
+        out[name] = {"format": "armd-synthetic", "start": repr(start), "schedule": json.dumps(schedule_json(Schedule(rate, (), bursts))),
+                     "seed": 11, "all_streams": names, "keys": KEYS, "end_seconds": END, "max_seconds_per_batch": 4.0, "speed": 1.0}
+    return out
+
+
+def postgres_database() -> tuple[str, Any]:
+    """A fresh database on the loopback PostgreSQL (``scripts/postgres-up``); its URL and a function dropping it."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    server = subprocess.run(["bash", str(REPO / "scripts" / "postgres-up")], check=True, capture_output=True, text=True).stdout.strip()
+    name = f"armd_fleet_{os.getpid()}"
+    admin = create_engine(make_url(server).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    return make_url(server).set(database=name).render_as_string(hide_password=False), drop
+
+
+def submit(master: str, args: list[str], log: Path) -> subprocess.Popen:
+    """``spark-submit`` an application in the background: one executor of one core, its output to ``log``."""
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master,
+               "--driver-java-options", "-Dlog4j2.level=error -Xss16m",
+               "--conf", "spark.ui.enabled=false", "--conf", f"spark.pyspark.python={sys.executable}",
+               "--conf", "spark.cores.max=1", "--conf", "spark.executor.memory=512m",
+               "--conf", "spark.sql.shuffle.partitions=2", str(APP), *args]
+    return subprocess.Popen(command, env=spark_env(), stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_all(procs: dict[str, subprocess.Popen], logs: dict[str, Path], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for name, proc in procs.items():
+        try:
+            code = proc.wait(max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise RuntimeError(f"application {name} did not finish in {timeout:g} s; its log: {logs[name]}") from None
+        if code != 0:
+            tail = "\n".join(logs[name].read_text().splitlines()[-15:])
+            raise RuntimeError(f"application {name} exited with {code}:\n{tail}")
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """The user's sink's rows, with their times as datetimes again (what ``migration.results`` reads)."""
+    def at(value: float) -> datetime:
+        return datetime.fromtimestamp(value, tz=timezone.utc)
+
+    rows = []
+    for line in path.read_text().splitlines() if path.exists() else ():
+        row = json.loads(line)
+        if "window" in row:
+            row["window"] = {k: at(v) for k, v in row["window"].items()}
+        for key in ("vt", "ct"):
+            if key in row:
+                row[key] = at(row[key])
+        rows.append(row)
+    return rows
+
+
+def versions(store_url: str, query: str) -> list[tuple[float, dict]]:
+    """The query's settings versions as (from event time, QueryParams JSON): the first from −∞, each migration's from T_split."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(store_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT details, state FROM migrations WHERE query = :q ORDER BY started_at"),
+                            {"q": query}).all()
+    engine.dispose()
+    out: list[tuple[float, dict]] = []
+    for details, state in rows:
+        details = json.loads(details) if isinstance(details, str) else details
+        if state != "done":
+            raise RuntimeError(f"migration of {query} ended {state}: the benchmark counts only finished migrations")
+        live = details["live"]
+        if not out:
+            out.append((-math.inf, live["old_plan"]))
+        out.append((float(live["t_split"]), live["new_plan"]))
+    return out
+
+
+def oracle(queries: dict[str, list[tuple[float, dict]]], start: float, shared: Path) -> dict[str, dict]:
+    """Each query's results as the oracle gives them: every version run alone over the same input, split at T_split."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import fleet_app
+    from armd.adapters.spark.listener import ProgressListener
+    from armd.adapters.spark.managed import ManagedSpec, QueryManager, QueryParams
+    from armd.adapters.spark.session import build_session
+    from armd.adapters.spark.sinks import MemorySink
+    from armd.agent.settings import Range, Settings
+
+    spark = build_session("local[2]", "armd-fleet-oracle", shuffle_partitions=2)
+    listener = ProgressListener().attach(spark)
+    manager, sink = QueryManager(spark, shared / "oracle-checkpoints"), MemorySink()
+    runs: dict[str, list[tuple[float, str]]] = {}
+    for query, chain in queries.items():
+        spec = fleet_app.QUERIES[query]
+        windows = {n: Range.parse(v, n) for n, v in spec["windows"].items()}
+        slides = {n: Range.parse(v, n) for n, v in spec["slides"].items()}
+
+        def build(spark: Any, params: QueryParams, function: Any = spec["function"], windows: Any = windows,
+                  slides: Any = slides) -> Any:
+            return function(spark, Settings(spark, params, windows, slides))
+
+        for i, (since, plan) in enumerate(chain):
+            name = f"{query}_v{i}"
+            manager.register(ManagedSpec(name, build, sink, QueryParams.from_json(plan)))
+            manager.start(name)
+            runs.setdefault(query, []).append((since, name))
+    names = [n for chain in runs.values() for _, n in chain]
+    fleet_app.read_to_end(listener, names, END, 600)
+    for name in names:
+        manager.get(name).query.processAllAvailable()
+        manager.stop(name)
+    out = {}
+    for query, chain in runs.items():
+        expected: dict = {}
+        bounds = [since for since, _ in chain][1:] + [math.inf]
+        for (since, name), until in zip(chain, bounds):
+            for identity, values in migration.results(sink.rows(name), start).items():
+                if since - start <= identity[0] < until - start:
+                    expected[identity] = values
+        out[query] = expected
+    listener.detach(spark)
+    return out
+
+
+def state_over_bound(store_url: str, bound: float, burst_at: float) -> dict[str, float]:
+    """Measured state (every live run's newest report, summed each second) against the bound, from the burst on."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(store_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT run_id, at, state_bytes FROM batches ORDER BY at")).all()
+    engine.dispose()
+    if not rows:
+        return {"peak_state_over_bound": 0.0, "seconds_over_bound": 0.0}
+    points = [(r[0], r[1].replace(tzinfo=timezone.utc).timestamp(), float(r[2])) for r in rows]
+    first, last = math.floor(points[0][1]), math.ceil(points[-1][1])
+    peak, over, latest, i = 0.0, 0, {}, 0
+    for second in range(first, last + 1):
+        while i < len(points) and points[i][1] <= second:
+            run, at, size = points[i]
+            latest[run] = (at, size)
+            i += 1
+        held = sum(size for at, size in latest.values() if second - at <= 5.0)  # a run silent for 5 s has stopped
+        if second >= burst_at:
+            peak = max(peak, held / bound)
+            over += held > bound
+    return {"peak_state_over_bound": round(peak, 3), "seconds_over_bound": float(over)}
+
+
+def run(memory_bytes: float, shared: Path, keep_store: bool = False) -> dict[str, Any]:
+    from armd.adapters.store.sql import SqlStore
+
+    url, drop = postgres_database()
+    store = SqlStore.open(url)
+    store.upgrade()
+    config = shared / "armd.toml"
+    config.write_text(CONFIG.format(url=url, memory=int(memory_bytes), decide=DECIDE_SECONDS))
+    daemon_log = (shared / "daemon.log").open("w")
+    daemon = subprocess.Popen([sys.executable, "-m", "armd.daemon.cli", "run", "--config", str(config)],
+                              stdout=daemon_log, stderr=subprocess.STDOUT, start_new_session=True)
+    cluster = StandaloneCluster(workers=2, cores=2, memory="1g").start()
+    try:
+        start = migration.ALIGN * math.ceil((time.time() + 45) / migration.ALIGN)  # the drivers need ~30 s to start
+        (shared / "sources.json").write_text(json.dumps(sources(start)))
+        apps = {"shop": "shop", "ads": "ads"}
+        logs = {app: shared / f"{app}.log" for app in apps}
+        procs = {app: submit(cluster.master_url, [kind, app, url, str(shared), repr(start), repr(END)], logs[app])
+                 for app, kind in apps.items()}
+        wait_all(procs, logs, END + 600)
+        decisions = store_count(url, "SELECT count(*) FROM decisions")
+        migrations = {app: store_count(url, "SELECT count(*) FROM migrations m JOIN queries q ON q.name = m.query "
+                                       "WHERE q.app = :app AND m.state = 'done'", app=app) for app in apps}
+        queries = [q for kind in apps.values() for q in __import__("fleet_app").KINDS[kind]]
+        finals = {q: plan for app in apps for q, plan in json.loads((shared / f"{app}.json").read_text())["final_plans"].items()}
+        chains = {q: versions(url, q) or [(-math.inf, finals[q])] for q in queries}
+        wanted = oracle(chains, start, shared)
+        got = {q: migration.results(read_results(shared / "results" / f"{q}.jsonl"), start) for q in queries}
+        counts = {q: migration.compare(wanted[q], got[q]) for q in queries}
+        out: dict[str, Any] = {
+            "cluster": cluster.master_url, "apps": len(apps), "queries": len(queries), "decisions": decisions,
+            "migrations": sum(migrations.values()),
+            **{k: sum(c[k] for c in counts.values()) for k in ("lost", "duplicated", "wrong")},
+            **state_over_bound(url, memory_bytes, start + BURST[0]),
+            "burst_limit_s": WINDOW_MAX_SECONDS + DELAY_SECONDS + 2 * DECIDE_SECONDS,
+            "migrations_per_app": migrations, "per_query": counts,
+            "results": {q: sum(len(v) for v in got[q].values()) for q in queries}, "bound_bytes": memory_bytes,
+        }
+        (shared / "fleet.json").write_text(json.dumps(out))  # kept if the overhead phase fails
+        out["agent_overhead_pct"] = agent_overhead(cluster.master_url, url, shared)
+        return out
+    finally:
+        cluster.stop()
+        daemon.terminate()
+        daemon.wait(30)
+        store.close()
+        if keep_store:
+            print(f"the run's store is kept: {url}", file=sys.stderr)
+        else:
+            drop()
+
+
+def store_count(url: str, sql: str, **params: Any) -> int:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        value = conn.execute(text(sql), params).scalar_one()
+    engine.dispose()
+    return int(value)
+
+
+def agent_overhead(master: str, url: str, shared: Path) -> float:
+    """Percent fewer rows per second of batch time with the agent (recommend mode) than without, same input, same time."""
+    where = shared / "overhead"
+    where.mkdir(exist_ok=True)
+    (where / "sources.json").write_text(json.dumps(sources(time.time() - END - 10)))  # all there: read at full speed
+    logs = {name: where / f"{name}.log" for name in ("ads_recommend", "ads_plain")}
+    procs = {"ads_recommend": submit(master, ["ads", "ads_recommend", url, str(where), "0", repr(END), "--mode", "recommend",
+                                              "--suffix", "_recommend"], logs["ads_recommend"]),
+             "ads_plain": submit(master, ["ads", "ads_plain", url, str(where), "0", repr(END), "--plain"], logs["ads_plain"])}
+    wait_all(procs, logs, 900)
+    speed = {}
+    for name in procs:
+        report = json.loads((shared / "overhead" / f"{name}.json").read_text())["throughput"]
+        speed[name] = sum(q["rows"] for q in report.values()) / max(1e-9, sum(q["batch_seconds"] for q in report.values()))
+    return round(100.0 * (1.0 - speed["ads_recommend"] / speed["ads_plain"]), 2)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="the fleet benchmark on a standalone Spark cluster")
+    parser.add_argument("--memory-bytes", type=float, default=3_000_000)
+    parser.add_argument("--keep", help="keep the run's files in this directory")
+    args = parser.parse_args(argv)
+    shared = Path(args.keep or tempfile.mkdtemp(prefix="armd-fleet-"))
+    shared.mkdir(parents=True, exist_ok=True)
+    return run(args.memory_bytes, shared, keep_store=bool(args.keep))
+
+
+if __name__ == "__main__":
+    print(json.dumps(main()))
