@@ -6,8 +6,16 @@ one reporting each second through the agent's own code; prints
 ``{"agents": A, "queries": A*Q, "observation_lag_p99_s": …, "decision_ms": …,
 "store_rows_per_day": …}`` (targets: p99 lag ≤ 2 s, decision ≤ 1 s).
 
-The cluster benchmark (applications ``spark-submit``ted to a standalone
-cluster, issue 18) is not part of this script yet.
+Without it (``bench/fleet_cluster.py``): a standalone master and two
+workers on 127.0.0.1, PostgreSQL, the daemon, and two applications
+``spark-submit``ted with ``armd.agent`` inside (three governed queries, one a
+stream-stream join, ``foreachBatch`` sinks); a burst forces migrations and
+every result is checked against an oracle. Prints ``{"cluster": "spark://…",
+"apps": 2, "queries": N, "decisions": N, "migrations": N, "lost": 0,
+"duplicated": 0, "wrong": 0, "peak_state_over_bound": r,
+"seconds_over_bound": s, "agent_overhead_pct": p}``. ``--keep DIR`` keeps
+the run's files and database; ``--evaluate DIR`` recomputes a kept run's
+figures.
 """
 
 from __future__ import annotations
@@ -38,11 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="elements per second of each query's stream (default 10)")
     parser.add_argument("--warmup-limit", type=float, default=180.0,
                         help="longest wait for every query to be admitted before measuring (default 180 s)")
+    parser.add_argument("--memory-bytes", type=float, default=None, help="the cluster run's memory bound")
+    parser.add_argument("--keep", metavar="DIR", help="the cluster run: keep its files and database in DIR")
+    parser.add_argument("--evaluate", metavar="DIR", help="the cluster run: recompute the figures of a run kept in DIR")
     args = parser.parse_args(argv)
     if args.simulated_agents is None:
-        print("fleet: only --simulated-agents AxQ is implemented here; the cluster benchmark is not part of this script yet",
-              file=sys.stderr)
-        return 2
+        import fleet_cluster
+
+        cluster_args = [*(["--memory-bytes", str(args.memory_bytes)] if args.memory_bytes else []),
+                        *(["--keep", args.keep] if args.keep else []), *(["--evaluate", args.evaluate] if args.evaluate else [])]
+        result = fleet_cluster.main(cluster_args)
+        print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
+        return 0
     if args.workers < 1 or args.seconds <= 0:
         print("fleet: --workers must be ≥ 1 and --seconds > 0", file=sys.stderr)
         return 2
