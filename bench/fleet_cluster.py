@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import argparse
 
     parser = argparse.ArgumentParser(description="the fleet benchmark on a standalone Spark cluster")
-    parser.add_argument("--memory-bytes", type=float, default=4_500_000)
+    parser.add_argument("--memory-bytes", type=float, default=6_000_000)
     parser.add_argument("--keep", help="keep the run's files (and its database) in this directory")
     parser.add_argument("--evaluate", metavar="DIR", help="only compute the figures of a run kept with --keep")
     args = parser.parse_args(argv)

@@ -51,6 +51,7 @@ rather than staying open for good.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import replace
@@ -84,8 +85,8 @@ from .sources import OldRun, SourceContractError, adapter_for, check_sources, so
 
 DEFAULT_REFERENCE_POINT = "window.end"
 SPLIT_ATTEMPTS = 5
-SPLIT_WAIT_SECONDS = 5.0
-"""How often, and how long each time, GenMig waits for the listener to catch up with a run before placing T_split."""
+SPLIT_RETRY_SECONDS = 0.2
+"""How often GenMig places T_split again when a batch outran it, and the pause between tries."""
 DEFAULT_TIMEOUT_SECONDS = 600.0
 """How long a migration may stay running or draining before it fails (``[spark] migration_timeout_seconds``)."""
 
@@ -228,30 +229,28 @@ class GenMigApplier:
             raise PermanentError(f"query {query!r}: {exc}") from None
         reference = str(_hint(managed, managed.params, "reference_point", DEFAULT_REFERENCE_POINT))
         emits = str(_hint(managed, managed.params, "emits", "watermark"))
-        # The listener may lag the run: a batch after the one whose progress places T_split may already have
-        # written results past it. The old run's filter is set only if none has; else T_split is placed again.
-        # Results of the batch after the placing one are bounded by the data before it when they wait for the watermark.
+        # T_split is placed from the run's newest progress, asked of the run itself: Spark's listener bus can run
+        # batches behind. A batch finishing in between may still have written results past it, so the old run's
+        # filter is set only if no batch after the placing one has reached the sink (one more is harmless when
+        # results wait for the watermark: its results are bounded by the data before it); else it is placed again.
         allowance = 0 if emits == "arrival" else 1
-        run_id = str(managed.query.runId)
-        self.listener.wait_for_run(managed.query, timeout=SPLIT_WAIT_SECONDS)
         for _ in range(SPLIT_ATTEMPTS):
             latest, positions, starts, t_split, span = self._place_split(query, managed, params, old_sources, new_sources)
             since = self._answers_from.get(query)
             if managed.writer.keep_from(reference_filter(reference, t_split, "old", since),  # type: ignore[arg-type]
                                         latest.last_executed_batch + allowance):
                 break
-            needed = (managed.writer.last_batch_id or 0) - allowance  # its progress places T_split past what was written
-            self.listener.wait_for(lambda: (r := self.listener.latest_of_run(run_id)) is not None
-                                   and r.last_executed_batch >= needed, SPLIT_WAIT_SECONDS)
+            time.sleep(SPLIT_RETRY_SECONDS)
         else:
-            raise NotReady(f"query {query!r}: its progress reached armd late {SPLIT_ATTEMPTS} times running (the run "
-                           f"has written batch {managed.writer.last_batch_id}, the newest progress is of batch "
+            raise NotReady(f"query {query!r}: its batches outran armd {SPLIT_ATTEMPTS} times running (the run has written "
+                           f"batch {managed.writer.last_batch_id}, its newest progress is of batch "
                            f"{latest.last_executed_batch}); GenMig places T_split again next time")
         migration = Migration(query, self.strategy, managed.params.as_json(), params.as_json(),
                               facts={"positions": positions, "reference_point": reference, "span_seconds": span, "emits": emits,
                                      "starts": {s: start.note for s, start in starts.items()},
                                      "old_run": str(managed.query.runId) if managed.query else None,
-                                     "old_checkpoint": str(managed.checkpoint), "old_answers_from": since})
+                                     "old_checkpoint": str(managed.checkpoint), "old_answers_from": since,
+                                     "placed_from_batch": latest.last_executed_batch})
         old_run = self.manager.hand_over(query)
         new_params = replace(params, extra={**params.extra, "sources": {s: dict(start.options) for s, start in starts.items()}})
         try:
@@ -272,7 +271,7 @@ class GenMigApplier:
 
     def _place_split(self, query: str, managed: Any, params: QueryParams, old_sources: dict, new_sources: dict) -> tuple:
         """From the old run's newest progress: that record, each stream's position, the new run's starts, T_split, the span."""
-        latest = self._latest(managed.query)
+        latest = self._newest(managed.query)
         if latest is None:  # expected right after a start: the next batch brings it
             raise NotReady(f"query {query!r} has not completed a batch yet; GenMig needs its position")
         try:
@@ -407,6 +406,18 @@ class GenMigApplier:
             return None
         return self.listener.latest_of_run(str(query.runId))
 
+    def _newest(self, query: Any) -> ProgressRecord | None:
+        """The run's newest progress: asked of the run itself, else as the listener heard it (the bus may lag)."""
+        heard = self._latest(query)
+        try:
+            progress = query.lastProgress
+            asked = None if progress is None else ProgressRecord.from_json(0, json.loads(progress.json))
+        except Exception:  # noqa: BLE001 - a run that just stopped, or a client that cannot ask: the listener's then
+            asked = None
+        if asked is None or asked.run_id != str(query.runId) or asked.batch_id < 0:
+            return heard
+        return asked if heard is None or asked.batch_id >= heard.batch_id else heard
+
     def _records(self, run_id: str) -> list[ProgressRecord]:
         return [r for r in self.listener.records() if r.run_id == run_id]
 
@@ -417,7 +428,7 @@ class GenMigApplier:
         ``armd-synthetic`` offsets name their stream; the other sources are taken in Spark's order, which is
         ``[managed.NAME] streams`` when given, else the order of ``params.extra["sources"]``.
         """
-        maxima = [r.event_max.timestamp() for r in self._records(record.run_id) if r.event_max is not None]
+        maxima = [r.event_max.timestamp() for r in (*self._records(record.run_id), record) if r.event_max is not None]
         max_event = max(maxima) if maxima else None
         named = {offset_stream(s.end_offset): s for s in record.sources if offset_stream(s.end_offset) is not None}
         others = [s for s in record.sources if offset_stream(s.end_offset) is None]

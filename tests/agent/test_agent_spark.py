@@ -115,7 +115,8 @@ def test_an_application_registers_reports_and_migrates_by_genmig_exactly(spark, 
         (row,) = apps.applications(store)
         assert (row.app, row.mode, row.status) == ("shop", "apply", "running")
         spec = apps.queries_of(store, "shop")[QUERY]
-        assert spec["plan_source"] == "derived" and QUERY in spec["plan"]["queries"] and spec["nodes"] == {"w": f"{QUERY}.w"}
+        assert spec["plan_source"] == "derived" and QUERY in spec["plan"]["queries"] and spec["nodes"]["w"] == f"{QUERY}.w"
+        assert spec["nodes"]["agg1"] == f"{QUERY}.agg1"  # every derived label: measurements arrive under them
         assert store.actual_states()[QUERY].settings.windows == {f"{QUERY}.w": 6.0}
         wait(lambda: (r := progress_listener.latest(QUERY)) is not None and r.watermark is not None
              and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 180, "the old run to pass 12 s of event time")

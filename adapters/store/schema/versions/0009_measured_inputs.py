@@ -25,5 +25,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("observations") as batch:
-        batch.drop_column("measured_inputs")
+    op.drop_column("observations", "measured_inputs")  # not a batch copy: SQLite's views over the table must stay valid
