@@ -167,7 +167,7 @@ def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) 
                              slides={n: r.low for n, r in slides.items()},
                              extra={"sources": {s: sources[s] for s in spec["streams"]}})
         df = spec["function"](spark, Settings(spark, params, windows, slides))
-        queries.append(df.writeStream.queryName(f"{name}@plain").foreachBatch(user_sink(shared / "plain" / f"{name}.jsonl"))
+        queries.append(df.writeStream.queryName(f"{name}@0").foreachBatch(user_sink(shared / "plain" / f"{name}.jsonl"))
                        .option("checkpointLocation", str(shared / "checkpoints" / "plain" / name)).start())
     read_to_end(listener, names, args.end, args.timeout)
     for query in queries:
