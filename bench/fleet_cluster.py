@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 import migration  # noqa: E402
-from support.cluster import SPARK_HOME, StandaloneCluster, spark_env  # noqa: E402
+from support.cluster import StandaloneCluster, spark_env, submit_command  # noqa: E402
 
 from armd.adapters.spark.source import schedule_json  # noqa: E402
 from armd.adapters.synthetic import Schedule  # noqa: E402
@@ -121,12 +121,9 @@ def postgres_database() -> tuple[str, Any]:
 
 def submit(master: str, args: list[str], log: Path) -> subprocess.Popen:
     """``spark-submit`` an application in the background: one executor of one core, its output to ``log``."""
-    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master,
-               "--driver-java-options", "-Dlog4j2.level=error -Xss16m",
-               "--conf", "spark.ui.enabled=false", "--conf", f"spark.pyspark.python={sys.executable}",
-               "--conf", "spark.cores.max=1", "--conf", "spark.executor.memory=512m",
-               "--conf", "spark.sql.shuffle.partitions=2", str(APP), *args]
-    return subprocess.Popen(command, env=spark_env(), stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    conf = {"spark.cores.max": "1", "spark.executor.memory": "512m", "spark.sql.shuffle.partitions": "2"}
+    return subprocess.Popen(submit_command(master, APP, args, conf), env=spark_env(), stdout=log.open("w"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_all(procs: dict[str, subprocess.Popen], logs: dict[str, Path], timeout: float) -> None:
@@ -159,15 +156,13 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def versions(store_url: str, query: str) -> list[tuple[float, dict]]:
+def versions(engine: Any, query: str) -> list[tuple[float, dict]]:
     """The query's settings versions as (from event time, QueryParams JSON): the first from −∞, each migration's from T_split."""
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import text
 
-    engine = create_engine(store_url)
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT details, state FROM migrations WHERE query = :q ORDER BY started_at"),
                             {"q": query}).all()
-    engine.dispose()
     out: list[tuple[float, dict]] = []
     for details, state in rows:
         details = json.loads(details) if isinstance(details, str) else details
@@ -183,7 +178,6 @@ def versions(store_url: str, query: str) -> list[tuple[float, dict]]:
 
 def oracle(queries: dict[str, list[tuple[float, dict]]], start: float, shared: Path) -> dict[str, dict]:
     """Each query's results as the oracle gives them: every version run alone over the same input, split at T_split."""
-    sys.path.insert(0, str(REPO / "bench"))
     import fleet_app
     from armd.adapters.spark.listener import ProgressListener
     from armd.adapters.spark.managed import ManagedSpec, QueryManager, QueryParams
@@ -227,14 +221,12 @@ def oracle(queries: dict[str, list[tuple[float, dict]]], start: float, shared: P
     return out
 
 
-def state_over_bound(store_url: str, bound: float, burst_at: float) -> dict[str, float]:
+def state_over_bound(engine: Any, bound: float, burst_at: float) -> dict[str, float]:
     """Measured state (every live run's newest report, summed each second) against the bound, from the burst on."""
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import text
 
-    engine = create_engine(store_url)
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT run_id, at, state_bytes FROM batches ORDER BY at")).all()
-    engine.dispose()
     if not rows:
         return {"peak_state_over_bound": 0.0, "seconds_over_bound": 0.0}
     points = [(r[0], r[1].replace(tzinfo=timezone.utc).timestamp(), float(r[2])) for r in rows]
@@ -294,13 +286,17 @@ APPS = {"shop": "shop", "ads": "ads"}
 def evaluate(url: str, shared: Path, start: float, memory_bytes: float) -> dict[str, Any]:
     """The figures of a finished run: its store, the applications' result files, and the oracle run here."""
     import fleet_app
+    from sqlalchemy import create_engine
 
-    decisions = store_count(url, "SELECT count(*) FROM decisions")
-    migrations = {app: store_count(url, "SELECT count(*) FROM migrations m JOIN queries q ON q.name = m.query "
+    engine = create_engine(url)
+    decisions = store_count(engine, "SELECT count(*) FROM decisions")
+    migrations = {app: store_count(engine, "SELECT count(*) FROM migrations m JOIN queries q ON q.name = m.query "
                                    "WHERE q.app = :app AND m.state = 'done'", app=app) for app in APPS}
     queries = [q for kind in APPS.values() for q in fleet_app.KINDS[kind]]
     finals = {q: plan for app in APPS for q, plan in json.loads((shared / f"{app}.json").read_text())["final_plans"].items()}
-    chains = {q: versions(url, q) or [(-math.inf, finals[q])] for q in queries}
+    chains = {q: versions(engine, q) or [(-math.inf, finals[q])] for q in queries}
+    over = state_over_bound(engine, memory_bytes, start + BURST[0])
+    engine.dispose()
     wanted = oracle(chains, start, shared)
     got = {q: migration.results(read_results(shared / "results" / f"{q}.jsonl"), start) for q in queries}
     counts = {q: migration.compare(wanted[q], got[q]) for q in queries}
@@ -309,21 +305,18 @@ def evaluate(url: str, shared: Path, start: float, memory_bytes: float) -> dict[
     return {
         "apps": len(APPS), "queries": len(queries), "decisions": decisions, "migrations": sum(migrations.values()),
         **{k: sum(c[k] for c in counts.values()) for k in ("lost", "duplicated", "wrong")},
-        **state_over_bound(url, memory_bytes, start + BURST[0]),
+        **over,
         "burst_limit_s": WINDOW_MAX_SECONDS + DELAY_SECONDS + 2 * DECIDE_SECONDS,
         "migrations_per_app": migrations, "per_query": counts,
         "results": {q: sum(len(v) for v in got[q].values()) for q in queries}, "bound_bytes": memory_bytes,
     }
 
 
-def store_count(url: str, sql: str, **params: Any) -> int:
-    from sqlalchemy import create_engine, text
+def store_count(engine: Any, sql: str, **params: Any) -> int:
+    from sqlalchemy import text
 
-    engine = create_engine(url)
     with engine.connect() as conn:
-        value = conn.execute(text(sql), params).scalar_one()
-    engine.dispose()
-    return int(value)
+        return int(conn.execute(text(sql), params).scalar_one())
 
 
 def agent_overhead(master: str, url: str, shared: Path) -> float:

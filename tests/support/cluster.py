@@ -186,22 +186,27 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def submit(master: str, app: str | Path, args: Sequence[str] = (), *, conf: Mapping[str, str] | None = None,
-           timeout: float = 300.0, cwd: str | Path | None = None) -> subprocess.CompletedProcess:
-    """Run a Python application with the package's ``bin/spark-submit --master MASTER`` and wait for it to end.
+def submit_command(master: str, app: str | Path, args: Sequence[str] = (), conf: Mapping[str, str] | None = None) -> list[str]:
+    """``bin/spark-submit --master MASTER … APP ARGS`` for a Python application.
 
     The driver runs here (client deploy mode) with the venv's Python, as do
     the executors' Python workers; ``-Xss16m`` as ``build_session`` gives
     a driver it starts itself (the JVM already runs when the app's code does).
+    Run it with ``env=spark_env()``.
     """
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master,
                "--driver-java-options", "-Dlog4j2.level=error -Xss16m",
                "--conf", "spark.ui.enabled=false", "--conf", f"spark.pyspark.python={sys.executable}"]
     for key, value in (conf or {}).items():
         command += ["--conf", f"{key}={value}"]
-    command += [str(app), *args]
-    return subprocess.run(command, env=spark_env(), capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          start_new_session=True)
+    return [*command, str(app), *args]
+
+
+def submit(master: str, app: str | Path, args: Sequence[str] = (), *, conf: Mapping[str, str] | None = None,
+           timeout: float = 300.0, cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """Run a Python application with ``submit_command`` and wait for it to end."""
+    return subprocess.run(submit_command(master, app, args, conf), env=spark_env(), capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, start_new_session=True)
 
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
