@@ -289,7 +289,7 @@ class Agent:
         self.log.info("agent_stopped", app=self.app)
 
     def _terminated(self, event: Any) -> None:
-        if event.query in self.started:
+        if event.query in self.started and not self.manager.failed_at_start(event.run_id):
             self._failed.append(f"query {event.query!r} failed: {event.exception or event.error_class}")
             self.loop.stopped.set()
 

@@ -40,6 +40,18 @@ TRIGGER_KINDS = ("processingTime", "once", "availableNow", "continuous")
 NAME_SEPARATOR = "@"
 STOP_GRACE_SECONDS = 10.0
 """How long a stop waits for the micro-batch in progress to finish before interrupting it."""
+START_ATTEMPTS = 3
+"""Starts of one run that fail while Spark initialises its sources (see ``QueryManager.start``)."""
+START_WAIT_SECONDS = 120.0
+"""How long a start waits for Spark to initialise the run's sources."""
+INITIALISING = ("Initializing StreamExecution", "Initializing sources")
+"""``StreamingQuery.status`` messages before a run's sources are ready."""
+TRANSIENT_START_ERRORS = ("Python worker failed to connect back",)
+"""Start-up failures of a loaded machine: Spark gives a Python data source's worker 10 s to connect back."""
+
+
+class StartError(RuntimeError):
+    """A run failed while Spark initialised its sources, every attempt; nothing of it reached the sink."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +223,17 @@ class Run:
     params: QueryParams
 
 
+def _start_failure(query: StreamingQuery, timeout: float) -> str | None:
+    """The run's error if it stopped before Spark had initialised its sources (within ``timeout``), else None."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status.get("message") in INITIALISING and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if query.isActive:
+        return None
+    error = query.exception()
+    return None if error is None else str(error)
+
+
 class QueryManager:
     """Starts, stops and restarts managed queries; every run on its own checkpoint under ``checkpoint_root``."""
 
@@ -220,6 +243,7 @@ class QueryManager:
         self.keep_checkpoints = keep_checkpoints
         self._queries: dict[str, ManagedQuery] = {}
         self._lock = threading.RLock()
+        self._failed_at_start: set[str] = set()
 
     def register(self, spec: ManagedSpec) -> ManagedQuery:
         with self._lock:
@@ -282,16 +306,49 @@ class QueryManager:
             writer = spec.sink.writer(name, managed.params.version, keep)
             stream = (
                 df.writeStream.queryName(managed.spark_name)
-                .option("checkpointLocation", str(checkpoint))
                 .outputMode(spec.output_mode)
                 .foreachBatch(writer)
             )
             if spec.trigger:
                 stream = stream.trigger(**spec.trigger)
-            managed.query = stream.start()
+            managed.query, checkpoint = self._start(name, stream, checkpoint, fresh=not (checkpoint / "offsets").is_dir())
             managed.writer, managed.checkpoint = writer, checkpoint
             managed.runs += 1
             return managed.query
+
+    def _start(self, name: str, stream: Any, checkpoint: Path, *, fresh: bool) -> tuple[StreamingQuery, Path]:
+        """Start ``stream`` and wait until Spark has initialised its sources; retry a transient failure there.
+
+        On a loaded machine the worker a Python data source needs at start-up
+        may not connect back within Spark's fixed 10 s, and the run fails
+        before its first batch: nothing reached the sink, so starting it
+        again is safe (on a fresh checkpoint unless it resumes one). Such
+        runs are remembered (``failed_at_start``) so that termination hooks
+        leave them to this method; after ``START_ATTEMPTS`` it raises
+        ``StartError``. Returns the run and the checkpoint it runs on.
+        """
+        for attempt in range(1, START_ATTEMPTS + 1):
+            query = stream.option("checkpointLocation", str(checkpoint)).start()
+            error = _start_failure(query, START_WAIT_SECONDS)
+            if error is None:
+                return query, checkpoint
+            self._failed_at_start.add(str(query.runId))
+            if attempt == START_ATTEMPTS or not any(text in error for text in TRANSIENT_START_ERRORS):
+                raise StartError(f"query {name!r} failed while Spark initialised its sources "
+                                 f"(attempt {attempt} of {START_ATTEMPTS}): {error.splitlines()[0]}")
+            import structlog
+
+            structlog.get_logger("armd.spark").warning("query_start_retried", query=name, attempt=attempt,
+                                                       error=error.splitlines()[0])
+            if fresh:
+                shutil.rmtree(checkpoint, ignore_errors=True)
+                checkpoint = checkpoint.with_name(f"{checkpoint.name.rsplit('-', 1)[0]}-{uuid.uuid4().hex[:8]}")
+        raise AssertionError("unreachable")
+
+    def failed_at_start(self, run_id: str) -> bool:
+        """Whether the run failed while ``start`` waited for it (``start`` retried it or raised; hooks ignore it)."""
+        with self._lock:  # held by a start in progress: its verdict on the run is known once this returns
+            return run_id in self._failed_at_start
 
     def stop(self, name: str, grace_seconds: float = STOP_GRACE_SECONDS, *, keep_checkpoint: bool = False) -> None:
         """Stop the current run (if any) between two micro-batches; its checkpoint is deleted unless ``keep_checkpoints``.

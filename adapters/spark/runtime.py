@@ -19,7 +19,7 @@ from armd.migrations.genmig import Migration
 
 from .genmig import DEFAULT_TIMEOUT_SECONDS, GenMigApplier
 
-from .listener import ProgressListener, SparkStats, TerminationHook
+from .listener import ProgressListener, SparkStats, TerminatedQuery, TerminationHook
 from .managed import NaiveRestartApplier, QueryManager
 from .session import build_session
 
@@ -59,9 +59,13 @@ class SparkRuntime:
         """
         spark = build_session(master, app_name, conf, state_store=state_store)
         listener = ProgressListener().attach(spark)
-        if on_terminated is not None:
-            listener.add_termination_hook(on_terminated)
         manager = QueryManager(spark, checkpoint_root)
+        if on_terminated is not None:
+            def terminated(info: TerminatedQuery) -> None:
+                if not manager.failed_at_start(info.run_id):  # the start retried it or raised
+                    on_terminated(info)
+
+            listener.add_termination_hook(terminated)
         stats = SparkStats(listener, time_unit_seconds, streams=streams, queries=queries, stateful=manager.stateful,
                            nodes=nodes)
         applier: NaiveRestartApplier | GenMigApplier

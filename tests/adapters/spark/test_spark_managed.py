@@ -131,3 +131,44 @@ def test_a_failing_query_calls_the_termination_hook(spark, progress_listener, tm
     [info] = [f for f in failed if f.query == "broken"]
     assert info.spark_name == "broken@0" and "the sink is broken" in (info.exception or "")
     manager.stop_all()
+
+
+@pytest.fixture
+def flaky_source():
+    """The test source, pickled by value: Spark's Python workers cannot import the tests' ``support`` package."""
+    from pyspark import cloudpickle
+    from support import flaky_source
+
+    cloudpickle.register_pickle_by_value(flaky_source)
+    yield flaky_source
+    cloudpickle.unregister_pickle_by_value(flaky_source)
+
+
+def test_a_run_that_fails_while_its_sources_start_is_started_again(spark, flaky_source, tmp_path, monkeypatch) -> None:  # noqa: F811
+    """A transient start-up failure (here: the test source's, declared transient) gets a fresh run; hooks ignore it."""
+    from armd.adapters.spark import managed as managed_module
+
+    monkeypatch.setattr(managed_module, "TRANSIENT_START_ERRORS", (flaky_source.MESSAGE,))
+    manager = QueryManager(spark, tmp_path / "checkpoints")
+    extra = {"counter": str(tmp_path / "starts"), "failures": 1}
+    manager.register(ManagedSpec("flaky", flaky_source.flaky, MemorySink(), QueryParams(extra=extra)))
+    with capture_logs() as logs:
+        query = manager.start("flaky")
+    try:
+        assert query.isActive and (tmp_path / "starts").read_text() == "2"
+        assert [e["attempt"] for e in logs if e["event"] == "query_start_retried"] == [1]
+        assert not manager.failed_at_start(str(query.runId))
+        assert len(list((tmp_path / "checkpoints" / "flaky").iterdir())) == 1  # the failed run's checkpoint is gone
+    finally:
+        manager.stop_all()
+
+
+def test_a_run_that_keeps_failing_while_its_sources_start_raises_one_clear_error(spark, flaky_source, tmp_path) -> None:  # noqa: F811
+    from armd.adapters.spark.managed import StartError
+
+    manager = QueryManager(spark, tmp_path / "checkpoints")
+    extra = {"counter": str(tmp_path / "starts"), "failures": 5}
+    manager.register(ManagedSpec("flaky", flaky_source.flaky, MemorySink(), QueryParams(extra=extra)))
+    with pytest.raises(StartError, match=r"query 'flaky' failed while Spark initialised its sources \(attempt 1 of 3\)"):
+        manager.start("flaky")  # not a transient error: no second attempt
+    assert (tmp_path / "starts").read_text() == "1"
