@@ -109,6 +109,19 @@ class _Side:
         else:
             runs.append([pid, patterns, start, len(self.rows), name])
 
+    def extend(self, rows: list[Row], marks: list[tuple], ts_index: int) -> None:
+        """A batch's stored slices at once: ``rows`` concatenated, ``marks`` (pid, patterns, count, name) each."""
+        end = len(self.rows)
+        self.rows += rows
+        self.ts += map(itemgetter(ts_index), rows)
+        runs = self.runs
+        for pid, patterns, count, name in marks:
+            start, end = end, end + count
+            if runs and runs[-1][0] == pid:
+                runs[-1][3] = end
+            else:
+                runs.append([pid, patterns, start, end, name])
+
     def expire(self, horizon: Any) -> None:
         """Drop the rows with ts ≤ horizon, and the runs left empty."""
         cut = bisect_right(self.ts, horizon)
@@ -256,6 +269,9 @@ class MultiModalBatchJoin:
             """The heralds of the slices probing together, hulled only if a consumer asks (``Joined``)."""
             plan: list[list] | None = None
             named, alone, met = self._names, self._alone, self._met
+            stored: list[Row] = []
+            marks: list[tuple] = []
+            """This side's slices join its state after the loop, in one extend (the loop probes the other side)."""
             for part in parts:
                 pid, herald, prows = part
                 if not prows:
@@ -283,7 +299,9 @@ class MultiModalBatchJoin:
                     if plan:
                         self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
                     rows, patterns, plan = list(prows), [theirs], groups
-                mine.append(pid, herald, prows, ts_index, name)
+                stored += prows
+                marks.append((pid, herald, len(prows), name))
+            mine.extend(stored, marks, ts_index)
             if plan:
                 self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
         return out
