@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping, Sequence
 import structlog
 
 from armd.migrations.heralds import Herald, HeraldConflict, MultiModalSelect, Partition, Partitioner
+from armd.migrations.heralds.column import HeraldColumn
 from armd.migrations.heralds.predicates import Atom
 from armd.adapters.store.errors import StoreError
 from armd.migrations.heralds.record import HeraldRecord, InvalidHerald
@@ -172,24 +173,31 @@ class StoreHeralds:
 
 
 class HeraldedSelect:
-    """σ_P over batches of rows, skipping or passing whole partitions by the heralds that reach the store."""
+    """σ_P over batches of rows, skipping or passing whole partitions by the heralds that reach the store
+    and, when ``column`` names one, the heralds the rows carry in that column (``[managed.NAME] heralds``)."""
 
-    def __init__(self, predicate: Sequence[Atom], position: Mapping[str, int], heralds: StoreHeralds, *, ts: str = "ts") -> None:
+    def __init__(self, predicate: Sequence[Atom], position: Mapping[str, int], heralds: StoreHeralds | None, *,
+                 ts: str = "ts", column: str | None = None) -> None:
         self.partitioner = Partitioner(position, ts=ts)
         self.select = MultiModalSelect(predicate, position)
         self.heralds = heralds
+        self.column = None if column is None else HeraldColumn(position[column], ts_index=position[ts])
         self.refused: list[str] = []
 
     def process(self, rows: Sequence[Row], now: float) -> list[Row]:
         """One batch in timestamp order; the rows that satisfy the predicate, in order.
 
         A store herald that contradicts one in force (``HeraldConflict``) is refused, not applied, and
-        the query goes on: ``refused`` keeps the one-line reasons."""
+        the query goes on: ``refused`` keeps the one-line reasons (a column's cells that are no herald
+        are in ``column.refused``)."""
+        marks = self.heralds.marks(rows, now) if self.heralds is not None else []
+        if self.column is not None:
+            marks = sorted(marks + self.column.split(rows), key=lambda mark: mark[0])
         parts: list[Partition] = []
         closed: list[int] = []
         start = 0
         partitioner = self.partitioner
-        for at, herald in self.heralds.marks(rows, now):
+        for at, herald in marks:
             if at > start:
                 parts += partitioner.feed(rows[start:at], [])
                 closed += partitioner.closed
