@@ -242,6 +242,8 @@ class MultiModalBatchJoin:
         """PredSAT runs for pairs (cache misses)."""
         self.dropped = 0
         """Tuples neither probed nor stored (their herald alone rules the predicate out)."""
+        self._work = [0, 0]
+        """Probe work as (new tuple, state tuple) pairs met: [skipped by heralds, all], for ``skip_fraction``."""
 
     def process(self, left: Iterable[Partition], right: Iterable[Partition]) -> list[Joined]:
         """One micro-batch of partition slices per side (each in timestamp order); the new results, in chunks."""
@@ -268,7 +270,7 @@ class MultiModalBatchJoin:
             patterns: list[Patterns | None] = []
             """The heralds of the slices probing together, hulled only if a consumer asks (``Joined``)."""
             plan: list[list] | None = None
-            named, alone, met = self._names, self._alone, self._met
+            named, alone, met, work = self._names, self._alone, self._met, self._work
             stored: list[Row] = []
             marks: list[tuple] = []
             """This side's slices join its state after the loop, in one extend (the loop probes the other side)."""
@@ -284,13 +286,17 @@ class MultiModalBatchJoin:
                     dead = alone.get((side, name))
                     if dead or (dead is None and self._dead(side, part, name)):
                         self.dropped += len(prows)
+                        work[0] += len(prows) * len(other.rows)
+                        work[1] += len(prows) * len(other.rows)
                         continue
                 full = known.get(name)
+                work[1] += len(prows) * len(other.rows)
                 if full is not None and names <= full:
                     groups = whole
                     met[_EVALUATE.value] += len(other.runs)
                 else:
                     groups = self._groups(side, part, name, other)
+                    work[0] += len(prows) * (len(other.rows) - sum([g[2] - g[1] for g in groups]))
                 if plan is not None and (plan is groups or _same(plan, groups)):
                     rows += prows
                     if patterns[-1] is not theirs:
@@ -400,6 +406,13 @@ class MultiModalBatchJoin:
         self._pairs[names] = entry
         self.decisions += 1
         return entry
+
+    @property
+    def skip_fraction(self) -> float | None:
+        """Measured: the fraction of probe work (pairs of a new tuple and a state tuple met) that heralds skipped,
+        the cost model's ``skip`` for a join (``costmodel.heralds.measured_effect``); None before any probe."""
+        skipped, total = self._work
+        return skipped / total if total else None
 
     @property
     def met(self) -> Counter[JoinAction]:
