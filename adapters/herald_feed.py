@@ -23,6 +23,12 @@ its tuples went by is unknown), and so are the count heralds already in the
 table when the feed starts; seconds heralds are placed whenever their span
 is not over.
 
+Each poll reads only the rows with an id above the last one read (SQL
+filters them), and a row SQL wrote that is no herald is skipped, logged
+once and kept in ``skipped``: it does not hold back the stream's other
+heralds. Fixing such a row in place does not bring it back (its id was
+read); delete it and insert a corrected one.
+
 ``HeraldedSelect`` is the single-process host's operator wired to it: a
 multi-modal select over batches of rows, configured by the heralds that
 have reached the store since it started.
@@ -35,12 +41,16 @@ from bisect import bisect_left
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
+import structlog
+
 from armd.migrations.heralds import Herald, HeraldConflict, MultiModalSelect, Partition, Partitioner
+from armd.migrations.heralds.column import HeraldColumn
 from armd.migrations.heralds.predicates import Atom
 from armd.adapters.store.errors import StoreError
 from armd.migrations.heralds.record import HeraldRecord, InvalidHerald
 
 Row = tuple[Any, ...]
+log = structlog.get_logger("armd.heralds")
 
 
 def epoch_seconds(at: datetime) -> float:
@@ -51,14 +61,15 @@ def epoch_seconds(at: datetime) -> float:
 class StoreHeralds:
     """New heralds of ``stream`` in the store, placed into each batch.
 
-    ``read(stream)`` returns the stream's heralds oldest first (``SqlStore.heralds``);
+    ``read(stream, since=id, invalid=callback)`` returns the stream's heralds with an id above ``since``,
+    oldest first, handing rows that are no herald to ``invalid`` (``SqlStore.heralds``);
     ``ts_index`` is the row index of the event time, ``to_ts`` turns a store
     time into it. Batches must come in timestamp order.
     """
 
     def __init__(
         self,
-        read: Callable[[str], Sequence[HeraldRecord]],
+        read: Callable[..., Sequence[HeraldRecord]],
         stream: str,
         *,
         ts_index: int,
@@ -80,31 +91,40 @@ class StoreHeralds:
         self.missed = 0
         """Count heralds that started in a batch already gone: how many of their tuples went by is unknown."""
         self.error: str | None = None
-        """Why the last read failed (the store unavailable, a row SQL wrote that is no herald), or None."""
+        """Why the last read failed (the store unavailable), or None."""
+        self.skipped: dict[int, str] = {}
+        """Rows of the table that are no herald, by id: the one-line reason each was skipped for."""
         for record in self._read():  # what was there before: only the seconds heralds can still be placed
             self.last_id = max(self.last_id, record.id or 0)
             if record.seconds is not None:
                 self.pending.append((self.to_ts(record.starts_at), record))
+        self.last_id = max([self.last_id, *self.skipped])
 
     def poll(self, now: float) -> list[HeraldRecord]:
         """Read the store if ``poll_seconds`` have passed since the last read; the records not seen before."""
         if now - self.last_poll < self.poll_seconds:
             return []
         self.last_poll = now
-        fresh = [r for r in self._read() if (r.id or 0) > self.last_id]
-        if fresh:
-            self.last_id = max(r.id or 0 for r in fresh)
+        since = self.last_id
+        fresh = [r for r in self._read() if (r.id or 0) > since]
+        self.last_id = max([since, *(r.id or 0 for r in fresh), *self.skipped])
         return fresh
 
     def _read(self) -> Sequence[HeraldRecord]:
         """The stream's heralds; a failed read is no herald (the query goes on without), its reason in ``error``."""
         try:
-            records = self.read(self.stream)
+            records = self.read(self.stream, since=self.last_id, invalid=self._skip)
         except (InvalidHerald, StoreError) as exc:
             self.error = str(exc)
             return []
         self.error = None
         return records
+
+    def _skip(self, id: int, reason: str) -> None:
+        """A row that is no herald: skipped for good (the next read starts after it), said once."""
+        if id not in self.skipped:
+            self.skipped[id] = reason
+            log.warning("herald_row_skipped", stream=self.stream, row=id, reason=reason)
 
     def marks(self, rows: Sequence[Row], now: float) -> list[tuple[int, Herald]]:
         """The heralds that apply within this batch, as ``(position, herald)`` in position order.
@@ -153,24 +173,31 @@ class StoreHeralds:
 
 
 class HeraldedSelect:
-    """σ_P over batches of rows, skipping or passing whole partitions by the heralds that reach the store."""
+    """σ_P over batches of rows, skipping or passing whole partitions by the heralds that reach the store
+    and, when ``column`` names one, the heralds the rows carry in that column (``[managed.NAME] heralds``)."""
 
-    def __init__(self, predicate: Sequence[Atom], position: Mapping[str, int], heralds: StoreHeralds, *, ts: str = "ts") -> None:
+    def __init__(self, predicate: Sequence[Atom], position: Mapping[str, int], heralds: StoreHeralds | None, *,
+                 ts: str = "ts", column: str | None = None) -> None:
         self.partitioner = Partitioner(position, ts=ts)
         self.select = MultiModalSelect(predicate, position)
         self.heralds = heralds
+        self.column = None if column is None else HeraldColumn(position[column], ts_index=position[ts])
         self.refused: list[str] = []
 
     def process(self, rows: Sequence[Row], now: float) -> list[Row]:
         """One batch in timestamp order; the rows that satisfy the predicate, in order.
 
         A store herald that contradicts one in force (``HeraldConflict``) is refused, not applied, and
-        the query goes on: ``refused`` keeps the one-line reasons."""
+        the query goes on: ``refused`` keeps the one-line reasons (a column's cells that are no herald
+        are in ``column.refused``)."""
+        marks = self.heralds.marks(rows, now) if self.heralds is not None else []
+        if self.column is not None:
+            marks = sorted(marks + self.column.split(rows), key=lambda mark: mark[0])
         parts: list[Partition] = []
         closed: list[int] = []
         start = 0
         partitioner = self.partitioner
-        for at, herald in self.heralds.marks(rows, now):
+        for at, herald in marks:
             if at > start:
                 parts += partitioner.feed(rows[start:at], [])
                 closed += partitioner.closed

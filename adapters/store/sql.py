@@ -800,12 +800,18 @@ class SqlStore:
             source=record.source,
         )
 
-    def heralds(self, stream: str | None = None) -> list[HeraldRecord]:
-        """Heralds in the store (of ``stream`` only, when given), oldest first; a row SQL wrote that is no
-        herald raises ``InvalidHerald`` naming its id."""
+    def heralds(
+        self, stream: str | None = None, *, since: int = 0, invalid: Callable[[int, str], None] | None = None
+    ) -> list[HeraldRecord]:
+        """Heralds in the store (of ``stream`` only, when given; with an id above ``since`` only, so a reader
+        polling the table reads only what is new), oldest first.
+
+        A row SQL wrote that is no herald raises ``InvalidHerald`` naming its id, or, when ``invalid`` is
+        given, is skipped and handed to it as ``(id, one-line reason)``: one bad row then does not hold back
+        the stream's other heralds."""
 
         def run(session: Session) -> list[Any]:
-            stmt = select(m.HeraldRow).order_by(m.HeraldRow.id)
+            stmt = select(m.HeraldRow).where(m.HeraldRow.id > since).order_by(m.HeraldRow.id)
             if stream is not None:
                 stmt = stmt.where(m.HeraldRow.stream == stream)
             return [(r.id, r.stream, r.patterns, r.starts_at, r.lifespan_count, r.lifespan_seconds, r.source)
@@ -816,7 +822,9 @@ class SqlStore:
             try:  # checked outside the call: a row that is no herald is the writer's mistake, not the database's
                 out.append(HeraldRecord(name, from_json(patterns), starts_at, count=count, seconds=seconds, source=source, id=id))
             except InvalidHerald as exc:
-                raise InvalidHerald(f"heralds row {id}: {exc}") from None
+                if invalid is None:
+                    raise InvalidHerald(f"heralds row {id}: {exc}") from None
+                invalid(id, f"heralds row {id}: {exc}")
         return out
 
     def mark_gone_applications(self, timeout_seconds: float, at: datetime) -> list[str]:

@@ -100,7 +100,7 @@ def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkC
         if "join_order" in t.raw:
             raise t.error(("join_order",), "a query whose plan cannot be derived runs unmanaged: armd changes no join order")
         return ManagedQueryConfig(**t.read(ManagedQueryConfig, sink=_sink(name, t), nodes={}, params=dict(t.mapping("params")),
-                                           streams=(), sources={}, join_order=None))
+                                           streams=(), sources={}, join_order=None, heralds={}))
     own = plan.query_nodes(name)
     for alias, node in nodes.items():
         if not isinstance(node, str) or node not in own:
@@ -111,7 +111,7 @@ def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkC
         raise t.error(("streams",), f"expected a list of plan stream names ({listing(plan.streams)}), got {show(streams)}")
     return ManagedQueryConfig(**t.read(
         ManagedQueryConfig, sink=_sink(name, t), nodes=dict(nodes), params=dict(t.mapping("params")),
-        streams=tuple(streams), sources=_sources(name, t, plan, spark), join_order=_join_order(name, t, plan, spark) if "join_order" in t.raw else None,
+        streams=tuple(streams), sources=_sources(name, t, plan, spark), heralds=_heralds(name, t, plan), join_order=_join_order(name, t, plan, spark) if "join_order" in t.raw else None,
     ))
 
 
@@ -138,6 +138,19 @@ def _sources(query: str, managed: Table, plan: PlanSet, spark: SparkConfig) -> d
                 raise managed.error(("sources", stream), f"{exc}; choose a source GenMig can migrate or set [spark] "
                                                          'migration = "naive-restart" (lossy)') from None
     return out
+
+
+def _heralds(query: str, managed: Table, plan: PlanSet) -> dict[str, str]:
+    """``[managed.NAME] heralds = { STREAM = "COLUMN" }``: the column of each stream's rows that carries heralds."""
+    raw = managed.mapping("heralds")
+    own = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+    for stream, column in raw.items():
+        if stream not in own:
+            raise managed.error(("heralds", stream), f"not a stream query {query!r} reads; its streams: {listing(own)}")
+        if not (isinstance(column, str) and column.isidentifier()):
+            raise managed.error(("heralds", stream), "expected the name of the column carrying the stream's heralds "
+                                                     f"(an identifier, e.g. \"herald\"), got {show(column)}")
+    return dict(raw)
 
 
 def _sink(query: str, managed: Table) -> SinkConfig:

@@ -203,6 +203,9 @@ class ManagedQueryConfig:
                                                        "the ``armd-synthetic`` source driven by ``[source.streams]``.")
     streams: tuple[str, ...] = setting((), doc="Plan stream of each of the query's Spark sources, in Spark's order; "
                                        "only for sources other than ``armd-synthetic``.")
+    heralds: Mapping[str, str] = setting(factory=dict, doc="Per plan stream the query reads, the column of its rows that "
+                                         "carries heralds in-stream (a herald on the row it starts at, null elsewhere; "
+                                         "heralds.md); the column must be an identifier.")
     join_order: JoinOrderConfig | None = setting(None, doc="For a multi-way join run by JISC (builder "
                                                  "``multiway_join``): how the daemon chooses its join order.")
 

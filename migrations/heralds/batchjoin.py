@@ -35,7 +35,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from operator import itemgetter
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .herald import Herald, Patterns, hull
 from .join import JoinAction
@@ -51,12 +52,39 @@ _PASSED, _SKIPPED = (_PASS, None, _PASS.value), (_SKIP, None, _SKIP.value)
 """Modes: (action, compiled residual for evaluate, the action's flag)."""
 
 
-class Joined(NamedTuple):
-    """Result pairs of one left and one right group, with the (hull) heralds of each (None: anonymous)."""
+class Joined:
+    """Result pairs of one left and one right group, with the (hull) heralds of each (None: anonymous).
 
-    left: Patterns | None
-    right: Patterns | None
-    pairs: list[tuple[Row, Row]]
+    The hulls are computed when first read: a consumer that does not look at them (a final join) does not
+    pay for them, one that does (a join further up) gets them from the slices' and runs' heralds, which
+    are fixed when the chunk is made."""
+
+    __slots__ = ("_left", "_right", "pairs")
+
+    def __init__(self, left: Patterns | list | None, right: Patterns | list | None, pairs: list[tuple[Row, Row]]) -> None:
+        self._left, self._right, self.pairs = left, right, pairs
+
+    @property
+    def left(self) -> Patterns | None:
+        if type(self._left) is list:
+            self._left = _hull_all(self._left)
+        return self._left  # type: ignore[return-value]
+
+    @property
+    def right(self) -> Patterns | None:
+        if type(self._right) is list:
+            self._right = _hull_all(self._right)
+        return self._right  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"Joined(left={self.left!r}, right={self.right!r}, pairs={self.pairs!r})"
+
+
+def _hull_all(heralds: list[Patterns | None]) -> Patterns | None:
+    out = heralds[0]
+    for h in heralds[1:]:
+        out = _hull(out, h)
+    return out
 
 
 class _Side:
@@ -74,12 +102,25 @@ class _Side:
     def append(self, pid: int, patterns: Patterns | None, rows: Sequence[Row], ts_index: int, name: int = 0) -> None:
         start = len(self.rows)
         self.rows.extend(rows)
-        self.ts.extend([r[ts_index] for r in rows])
+        self.ts.extend(map(itemgetter(ts_index), rows))
         runs = self.runs
         if runs and runs[-1][0] == pid:
             runs[-1][3] = len(self.rows)
         else:
             runs.append([pid, patterns, start, len(self.rows), name])
+
+    def extend(self, rows: list[Row], marks: list[tuple], ts_index: int) -> None:
+        """A batch's stored slices at once: ``rows`` concatenated, ``marks`` (pid, patterns, count, name) each."""
+        end = len(self.rows)
+        self.rows += rows
+        self.ts += map(itemgetter(ts_index), rows)
+        runs = self.runs
+        for pid, patterns, count, name in marks:
+            start, end = end, end + count
+            if runs and runs[-1][0] == pid:
+                runs[-1][3] = end
+            else:
+                runs.append([pid, patterns, start, end, name])
 
     def expire(self, horizon: Any) -> None:
         """Drop the rows with ts ≤ horizon, and the runs left empty."""
@@ -192,11 +233,17 @@ class MultiModalBatchJoin:
         self._evaluate: dict[tuple[Atom, ...], tuple] = {self.reasoner.predicate: self.full}
         """One entry per distinct residual, so runs in the same mode are recognised by identity and grouped."""
         self._alone: dict[tuple[int, int], bool] = {}
+        self._full_with: tuple[dict[int, set[int]], dict[int, set[int]]] = ({}, {})
+        """Per side, per pattern name, the other side's names it is known to meet in the full predicate's mode:
+        when that covers every name in the other side's window, a slice meets the window as one group without
+        a lookup per run — the plain join's path, so heralds that prove nothing cost next to nothing."""
         self._met = [0, 0, 0]
         self.decisions = 0
         """PredSAT runs for pairs (cache misses)."""
         self.dropped = 0
         """Tuples neither probed nor stored (their herald alone rules the predicate out)."""
+        self._work = [0, 0]
+        """Probe work as (new tuple, state tuple) pairs met: [skipped by heralds, all], for ``skip_fraction``."""
 
     def process(self, left: Iterable[Partition], right: Iterable[Partition]) -> list[Joined]:
         """One micro-batch of partition slices per side (each in timestamp order); the new results, in chunks."""
@@ -212,26 +259,55 @@ class MultiModalBatchJoin:
         rs.expire(horizon)
         out: list[Joined] = []
         for side, parts, mine, other, ts_index in ((RIGHT, right, rs, ls, ri), (LEFT, left, ls, rs, li)):
+            # The other side's window does not change while this side's slices probe it, so what a name meets
+            # there, and the one group of a slice that meets all of it in the full predicate's mode, hold for
+            # the whole loop.
+            names = {run[4] for run in other.runs}
+            known = self._full_with[side]
+            whole = [[self.full, 0, len(other.rows), list(other.runs)]] if other.runs else []
             # consecutive slices that meet the other side's window in the same groups probe it together
             rows: list[Row] = []
-            patterns: Patterns | None = None
+            patterns: list[Patterns | None] = []
+            """The heralds of the slices probing together, hulled only if a consumer asks (``Joined``)."""
             plan: list[list] | None = None
+            named, alone, met, work = self._names, self._alone, self._met, self._work
+            stored: list[Row] = []
+            marks: list[tuple] = []
+            """This side's slices join its state after the loop, in one extend (the loop probes the other side)."""
             for part in parts:
-                if not part.rows:
+                pid, herald, prows = part
+                if not prows:
                     continue
-                name = self._name(side, part)
-                if part.pid != ANONYMOUS and self._dead(side, part, name):
-                    continue
-                groups = self._groups(side, part, name, other)
-                theirs = part.herald if part.pid != ANONYMOUS else None
-                if plan is not None and _same(plan, groups):
-                    rows += part.rows
-                    patterns = _hull(patterns, theirs)
+                # the per-slice path is kept to dict lookups: most slices carry recurring heralds
+                if pid == ANONYMOUS:
+                    name, theirs = 0, None
+                else:
+                    name, theirs = named.get((side, herald)) or self._name(side, part), herald
+                    dead = alone.get((side, name))
+                    if dead or (dead is None and self._dead(side, part, name)):
+                        self.dropped += len(prows)
+                        work[0] += len(prows) * len(other.rows)
+                        work[1] += len(prows) * len(other.rows)
+                        continue
+                full = known.get(name)
+                work[1] += len(prows) * len(other.rows)
+                if full is not None and names <= full:
+                    groups = whole
+                    met[_EVALUATE.value] += len(other.runs)
+                else:
+                    groups = self._groups(side, part, name, other)
+                    work[0] += len(prows) * (len(other.rows) - sum([g[2] - g[1] for g in groups]))
+                if plan is not None and (plan is groups or _same(plan, groups)):
+                    rows += prows
+                    if patterns[-1] is not theirs:
+                        patterns.append(theirs)
                 else:
                     if plan:
                         self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
-                    rows, patterns, plan = list(part.rows), theirs, groups
-                mine.append(part.pid, part.herald, part.rows, ts_index, name)
+                    rows, patterns, plan = list(prows), [theirs], groups
+                stored += prows
+                marks.append((pid, herald, len(prows), name))
+            mine.extend(stored, marks, ts_index)
             if plan:
                 self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
         return out
@@ -252,6 +328,8 @@ class MultiModalBatchJoin:
                 self._projected.clear()
                 self._pairs.clear()
                 self._alone.clear()
+                self._full_with[0].clear()
+                self._full_with[1].clear()
             used = self._used[side]
             projection = (side, tuple(p for p in part.herald if p[0] in used))  # type: ignore[union-attr]
             name = self._projected.get(projection)
@@ -269,6 +347,7 @@ class MultiModalBatchJoin:
         recurring pair costs one dict lookup and nothing else."""
         decided = self._pairs
         met = self._met
+        full, known = self.full, self._full_with[side]
         mine = part.herald if part.pid != ANONYMOUS else None
         groups: list[list] = []
         for run in other.runs:
@@ -276,7 +355,9 @@ class MultiModalBatchJoin:
             if entry is None:
                 entry = self._configure(side, mine, name, run)
             met[entry[2]] += 1
-            if entry[0] is _SKIP:
+            if entry is full:
+                known.setdefault(name, set()).add(run[4])
+            elif entry[0] is _SKIP:
                 continue
             if groups and groups[-1][0] is entry and groups[-1][2] == run[2]:
                 groups[-1][2] = run[3]
@@ -286,15 +367,14 @@ class MultiModalBatchJoin:
         return groups
 
     def _probe_groups(
-        self, side: int, rows: list[Row], mine: Patterns | None, groups: list[list], other: _Side, ts_index: int, out: list[Joined]
+        self, side: int, rows: list[Row], mine: list[Patterns | None], groups: list[list], other: _Side, ts_index: int, out: list[Joined]
     ) -> None:
         window = self.window
-        for (action, test, _), start, end, runs in groups:
+        for group in groups:
+            (action, test, _), start, end, runs = group
             pairs = _probe(side, rows, ts_index, other, start, end, action, test, window)
             if pairs:
-                theirs = runs[0][1] if runs[0][0] != ANONYMOUS else None
-                for run in runs[1:]:
-                    theirs = _hull(theirs, run[1] if run[0] != ANONYMOUS else None)
+                theirs = [run[1] if run[0] != ANONYMOUS else None for run in runs]
                 out.append(Joined(mine, theirs, pairs) if side == LEFT else Joined(theirs, mine, pairs))
 
     def _dead(self, side: int, part: Partition, name: int) -> bool:
@@ -303,8 +383,6 @@ class MultiModalBatchJoin:
         if dead is None:
             pair = (part.herald, None) if side == LEFT else (None, part.herald)
             dead = self._alone[(side, name)] = self.reasoner.decide(*pair).verdict is Verdict.UNSATISFIABLE
-        if dead:
-            self.dropped += len(part.rows)
         return dead
 
     def _configure(self, side: int, mine: Patterns | None, name: int, run: list):
@@ -312,6 +390,8 @@ class MultiModalBatchJoin:
         names = (name, run[4]) if side == LEFT else (run[4], name)
         if len(self._pairs) >= DECISION_CACHE:
             self._pairs.clear()
+            self._full_with[0].clear()
+            self._full_with[1].clear()
         theirs = run[1] if run[0] != ANONYMOUS else None
         decision = self.reasoner.decide(*((mine, theirs) if side == LEFT else (theirs, mine)))
         if decision.verdict is Verdict.UNSATISFIABLE:
@@ -326,6 +406,13 @@ class MultiModalBatchJoin:
         self._pairs[names] = entry
         self.decisions += 1
         return entry
+
+    @property
+    def skip_fraction(self) -> float | None:
+        """Measured: the fraction of probe work (pairs of a new tuple and a state tuple met) that heralds skipped,
+        the cost model's ``skip`` for a join (``costmodel.heralds.measured_effect``); None before any probe."""
+        skipped, total = self._work
+        return skipped / total if total else None
 
     @property
     def met(self) -> Counter[JoinAction]:

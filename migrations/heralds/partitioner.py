@@ -110,24 +110,25 @@ class Partitioner:
 
     def _rows(self, batch: Sequence[Any], start: int, stop: int, out: list[Partition]) -> None:
         in_force = self.in_force
-        ts_index = self.ts_index
         while start < stop:
             end = stop
             left = in_force.rows_left
             if left < end - start:
                 end = start + int(left)
-            until = in_force.time_left
-            if until != math.inf:
+            if in_force.time_left != math.inf:
+                ts_index = self.ts_index
+                until = in_force.time_left
                 if batch[start][ts_index] >= until:  # type: ignore[index]
                     in_force.expire(batch[start][ts_index])  # type: ignore[index]
                     self._new_partition()
                     continue
                 end = bisect_left(batch, until, start, end, key=lambda row: row[ts_index])  # type: ignore[index]
             rows = batch[start:end]
-            if self.check and in_force.merged is not None:
-                self._verify(rows, in_force.merged)
-            out.append(Partition(self.pid, in_force.merged, rows))
-            if in_force.consume(end - start):
+            merged = in_force.merged
+            if self.check and merged is not None:
+                self._verify(rows, merged)
+            out.append(Partition(self.pid, merged, rows))
+            if left != math.inf and in_force.consume(end - start):
                 self._new_partition()
             start = end
 

@@ -53,9 +53,12 @@ class MultiModalSelect:
         """Compiled residuals: many heralds leave the same atoms to evaluate, and compiling costs more than deciding."""
         self.decisions = 0
         """PredSAT runs (cache misses)."""
+        self.partitions = 0
+        """Partitions configured (herald partitions seen; anonymous ones are not counted)."""
 
     def configure(self, pid: int, patterns: Patterns) -> tuple[int, Callable[[Row], bool] | None, Verdict]:
         """The configurator: decide for a new partition and enter it in the control table."""
+        self.partitions += 1
         entry = self._decided.get(patterns)
         if entry is None:
             if len(self._decided) >= DECISION_CACHE:
@@ -94,6 +97,13 @@ class MultiModalSelect:
     def tuples(self) -> Counter[Action]:
         """Input tuples per action taken (anonymous ones count as evaluated)."""
         return Counter({a: self._counts[a.value] for a in Action if self._counts[a.value]})
+
+    @property
+    def skip_fraction(self) -> float | None:
+        """Measured: the fraction of input tuples not evaluated (skipped or passed), the cost model's ``skip``
+        for a select (``costmodel.heralds.measured_effect``); None before any tuple."""
+        total = sum(self._counts)
+        return (self._counts[_SKIP] + self._counts[_PASS]) / total if total else None
 
     def release(self, pids: Iterable[int]) -> None:
         """Closed partitions leave the control table."""

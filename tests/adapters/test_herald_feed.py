@@ -7,10 +7,13 @@ import random
 import sqlite3
 from datetime import datetime, timedelta, timezone
 
+import pytest
+from structlog.testing import capture_logs
+
 from armd.adapters.herald_feed import HeraldedSelect, StoreHeralds
 from armd.adapters.store import SqlStore
 from armd.migrations.heralds import Action, conjunction, regular_select
-from armd.migrations.heralds.record import HeraldRecord
+from armd.migrations.heralds.record import HeraldRecord, InvalidHerald
 
 POSITION = {"a": 0, "b": 1, "ts": 2}
 SELECT = conjunction((200, "<=", "a"), ("a", "<", 400))
@@ -64,10 +67,20 @@ def test_heralds_from_the_store_configure_the_running_select_at_its_next_batch(t
         store.add_herald(HeraldRecord("clicks", {"a": (500, 600)}, T0 + timedelta(seconds=485), count=10))
         run(batch(rnd, t0 + 480, 20, 0, 100), now=50.0)
         assert len(select.refused) == 1 and "contradicts" in select.refused[0]
-        with sqlite3.connect(path) as db:  # a row that is no herald: the reads fail, the query goes on without
-            db.execute("INSERT INTO heralds (stream, patterns, lifespan_count) VALUES ('clicks', '[1, 2]', 5)")
-        run(batch(rnd, t0 + 500, 20, 0, 999), now=60.0)
-        assert feed.error is not None and "heralds row" in feed.error
+        # a row that is no herald is skipped and said once; the good herald written after it still applies
+        with sqlite3.connect(path) as db:
+            bad = db.execute("INSERT INTO heralds (stream, patterns, lifespan_count) VALUES ('clicks', '[1, 2]', 5)").lastrowid
+        good = store.add_herald(HeraldRecord("clicks", {"a": (500, 999)}, T0 + timedelta(seconds=510), count=20))
+        with pytest.raises(InvalidHerald, match=f"heralds row {bad}"):
+            store.heralds("clicks")  # a reader that gives no ``invalid`` still learns of it
+        assert [r.id for r in store.heralds("clicks", since=bad, invalid=lambda *_: None)] == [good]
+        skipped_before = select.select.tuples[Action.SKIP]
+        with capture_logs() as logs:
+            run(batch(rnd, t0 + 500, 40, 500, 999), now=60.0)
+            run(batch(rnd, t0 + 540, 20, 0, 999), now=70.0)  # read again: nothing new, the bad row not said again
+        assert feed.error is None and list(feed.skipped) == [bad] and "heralds row" in feed.skipped[bad]
+        assert [e["event"] for e in logs] == ["herald_row_skipped"] and feed.last_id == good
+        assert select.select.tuples[Action.SKIP] == skipped_before + 20
         assert out == regular_select(rows, SELECT, POSITION)
         assert out == regular_select(rows, SELECT, POSITION)
     finally:

@@ -58,3 +58,46 @@ def test_only_selects_and_joins_take_heralds() -> None:
            "queries": {"q": {"op": "window", "w": 10, "heralds": {"skip": 0.5}, "inputs": [{"op": "source", "stream": "A"}]}}}
     with pytest.raises(PlanError, match="unknown parameter"):
         parse_plan(doc)
+
+
+def test_measured_skip_fractions_from_running_operators_reach_the_estimate() -> None:
+    """The select and the join measure what heralds skipped; the estimate prices that, not the declared 0."""
+    import random
+
+    from armd.costmodel.heralds import apply_herald_measures, measured_effect
+    from armd.migrations.heralds import Herald, MultiModalSelect, Partitioner, Range, conjunction
+    from armd.migrations.heralds.batchjoin import MultiModalBatchJoin
+
+    rnd = random.Random(1)
+    position = {"k": 0, "a": 1, "b": 2, "ts": 3}
+    left, right, ts = [], [], 0.0
+    for i in range(40):  # 40 partitions of 25 per side; every other left one is provably empty against all of R
+        dead = i % 2 == 0
+        left.append(Herald.of({"a": Range(200, 299) if dead else Range(0, 99)}, count=25))
+        right.append(Herald.of({"b": Range(0, 99)}, count=25))
+        for _ in range(25):
+            left.append((rnd.randrange(3), rnd.randint(200, 299) if dead else rnd.randrange(100), 0, ts))
+            right.append((rnd.randrange(3), 0, rnd.randrange(100), ts + 0.5))
+            ts += 1.0
+    select = MultiModalSelect(conjunction(("a", "<", 50)), position)  # [0, 99] evaluated, [200, 299] skipped
+    for part in Partitioner(position).feed(left):
+        select.process(part)
+    assert select.skip_fraction == 0.5 and select.partitions == 40
+    join = MultiModalBatchJoin(conjunction(("L.k", "=", "R.k"), ("L.a", "<=", "R.b")), position, position, window=100.0)
+    lp, rp = Partitioner(position), Partitioner(position)
+    for i in range(0, len(left), 104):
+        join.process(lp.feed(left[i : i + 104]), rp.feed(right[i : i + 104]))
+    assert 0.4 < join.skip_fraction < 0.6  # half the pairs met are provably empty
+
+    declared = plan(select_heralds={"skip": 0.0}, join_heralds={"skip": 0.0})
+    effects = {"s": measured_effect(declared.nodes["s"].heralds, select.skip_fraction, tuples=1000, heralds=select.partitions),
+               "q": measured_effect(None, join.skip_fraction)}
+    measured = apply_herald_measures(declared, effects)
+    assert measured.nodes["s"].heralds.skip == 0.5 and measured.nodes["s"].heralds.partition == 25
+    before, after = estimate(declared), estimate(measured)
+    rate = 0.5  # equation 9 with what was measured: half the tuples skipped, one herald per 25 tuples
+    assert after.nodes["s"].cpu == pytest.approx(rate * (1 - 0.5) + rate / 25 * 150)
+    assert after.nodes["q"].cpu < before.nodes["q"].cpu
+    assert after.nodes["q"].out == before.nodes["q"].out
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        measured_effect(None, 1.5)

@@ -413,3 +413,9 @@ def test_genmig_is_the_default_migration():
     from armd.daemon.config.sections import SparkConfig
 
     assert SparkConfig().migration == "genmig"
+
+
+def test_a_herald_column_is_declared_per_stream_of_a_managed_query(tmp_path):
+    text = MINIMAL + SPARK + f"builder = '{COUNT}'\nheralds = {{ clicks = 'herald' }}\n"
+    config = load_config(write(tmp_path, text), environ={})
+    assert config.managed["per_second"].heralds == {"clicks": "herald"}

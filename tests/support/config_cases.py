@@ -100,6 +100,12 @@ MISTAKES = [
      "path = '/data'", "managed.per_second.sources.clicks", "event_time_column"),
     ("source of another stream", SPARK + f"builder = '{COUNT}'\n[managed.per_second.sources.views]\nformat = 'json'",
      "managed.per_second.sources.views", "its streams: clicks"),
+    ("herald column of another stream", SPARK + f"builder = '{COUNT}'\nheralds = {{ views = 'herald' }}",
+     "managed.per_second.heralds.views", "its streams: clicks"),
+    ("herald column that is no identifier", SPARK + f"builder = '{COUNT}'\nheralds = {{ clicks = 'the herald' }}",
+     "managed.per_second.heralds.clicks", "expected the name of the column carrying the stream's heralds (an identifier"),
+    ("herald columns not a table", SPARK + f"builder = '{COUNT}'\nheralds = 'herald'",
+     "managed.per_second.heralds", "expected a table"),
     (
         "steps not ascending",
         "[source.streams.clicks]\nsteps = [ { at_seconds = 5, rate_per_second = 1 }, { at_seconds = 2, rate_per_second = 1 } ]",

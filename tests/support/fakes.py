@@ -165,8 +165,8 @@ class MemoryStore:
         self.heralds_added.append(replace(record, id=id))
         return id
 
-    def heralds(self, stream=None):
-        return [h for h in self.heralds_added if stream is None or h.stream == stream]
+    def heralds(self, stream=None, *, since=0, invalid=None):
+        return [h for h in self.heralds_added if (stream is None or h.stream == stream) and h.id > since]
 
     def close(self):
         pass
