@@ -32,6 +32,7 @@ import json
 import math
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,13 +90,14 @@ inputs = [{{ op = "window", c = 1000, inputs = [{{ op = "source", stream = "idle
 """
 
 
-def sources(start: float) -> dict[str, dict[str, Any]]:
+def sources(start: float, end: float = END, burst: tuple[float, float, float] | None = BURST) -> dict[str, dict[str, Any]]:
+    """The applications' ``armd-synthetic`` options per stream: ``end`` seconds long, ``views`` with ``burst`` (or none)."""
     names = ",".join(RATES)
     out = {}
     for name, rate in RATES.items():
-        bursts = (BURST,) if name == "views" else ()
+        bursts = (burst,) if name == "views" and burst else ()
         out[name] = {"format": "armd-synthetic", "start": repr(start), "schedule": json.dumps(schedule_json(Schedule(rate, (), bursts))),
-                     "seed": 11, "all_streams": names, "keys": KEYS, "end_seconds": END, "max_seconds_per_batch": 4.0, "speed": 1.0}
+                     "seed": 11, "all_streams": names, "keys": KEYS, "end_seconds": end, "max_seconds_per_batch": 4.0, "speed": 1.0}
     return out
 
 
@@ -176,7 +178,7 @@ def versions(engine: Any, query: str) -> list[tuple[float, dict]]:
     return out
 
 
-def oracle(queries: dict[str, list[tuple[float, dict]]], start: float, shared: Path) -> dict[str, dict]:
+def oracle(queries: dict[str, list[tuple[float, dict]]], start: float, shared: Path, end: float = END) -> dict[str, dict]:
     """Each query's results as the oracle gives them: every version run alone over the same input, split at T_split."""
     import fleet_app
     from armd.adapters.spark.listener import ProgressListener
@@ -202,9 +204,12 @@ def oracle(queries: dict[str, list[tuple[float, dict]]], start: float, shared: P
             name = f"{query}_v{i}"
             manager.register(ManagedSpec(name, build, sink, QueryParams.from_json(plan)))
             manager.start(name)
+            # One at a time: a start launches Python workers that must connect back to the JVM within Spark's
+            # timeout, which several started together miss on a loaded machine (the query then fails).
+            listener.wait_for(lambda name=name: listener.latest(name) is not None, 120)
             runs.setdefault(query, []).append((since, name))
     names = [n for chain in runs.values() for _, n in chain]
-    fleet_app.read_to_end(listener, names, END, 600)
+    fleet_app.read_to_end(listener, names, end, 600)
     for name in names:
         manager.get(name).query.processAllAvailable()
         manager.stop(name)
@@ -344,6 +349,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--keep", help="keep the run's files (and its database) in this directory")
     parser.add_argument("--evaluate", metavar="DIR", help="only compute the figures of a run kept with --keep")
     args = parser.parse_args(argv)
+    # A stopped benchmark (kill, timeout) still stops its cluster and daemon and drops its database: ``run``'s finally.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if args.evaluate:
         where = Path(args.evaluate)
         url = next(line.split('"')[1] for line in (where / "armd.toml").read_text().splitlines() if line.startswith("url"))
