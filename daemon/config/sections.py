@@ -205,7 +205,8 @@ class ManagedQueryConfig:
                                        "only for sources other than ``armd-synthetic``.")
     heralds: Mapping[str, str] = setting(factory=dict, doc="Per plan stream the query reads, the column of its rows that "
                                          "carries heralds in-stream (a herald on the row it starts at, null elsewhere; "
-                                         "heralds.md); the column must be an identifier.")
+                                         "heralds.md); the column must be an identifier. Read by the single-process "
+                                         "host's HeraldedSelect; Spark queries do not read it yet.")
     join_order: JoinOrderConfig | None = setting(None, doc="For a multi-way join run by JISC (builder "
                                                  "``multiway_join``): how the daemon chooses its join order.")
 
