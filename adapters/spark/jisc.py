@@ -78,17 +78,20 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import tempfile
 from pathlib import Path
+from itertools import chain
 from typing import Any, Iterator, Mapping, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, BooleanType, LongType, StructField, StructType
 
 from armd.migrations.join import KeyEngine, Order, left_deep, normalise_order
 
+from .jisc_heralds import Modes, read_modes
 from .observed import observation_name
 
 __all__ = [
@@ -222,112 +225,141 @@ def count_columns(streams: int) -> list[str]:
 
 
 class JiscProcessor(StatefulProcessor):
-    """The ``StatefulProcessor``: one ``KeyEngine`` per key, its ``KeyState`` bytes in a ValueState.
+    """The ``StatefulProcessor``: one ``KeyEngine`` per join key, grouped into buckets of keys.
 
-    Input rows: ``stream`` (index into ``streams``), ``id`` (long), ``ms``
-    (event time, epoch milliseconds). Output rows: ``key``, ``epoch``, per
-    stream ``<s>_id``, ``<s>_ms``, and the counting columns of
-    ``count_columns``: zero on results; with ``count_pairs`` every call that
-    processed tuples adds one row with ``_counts`` true that holds the key's
-    arrivals per stream (``_n<i>``) and pairs per two streams (``_p<i>_<j>``).
+    Spark calls the processor once per grouping key and every state or timer
+    call is a round trip to the JVM's state server, which made the per-call
+    overhead (setting the key, a timer per key, its deletion, an output
+    batch per call) the bulk of the join's cost when every key brings a row
+    or two. So the join groups by a *bucket* of keys (a hash of the key) and
+    keeps, per bucket:
+
+    * ``jisc``, a MapState join key → ``KeyState`` bytes (one ``getValue``
+      and one ``updateValue`` or ``removeKey`` per key touched);
+    * ``wake``, a ValueState with the bucket's index: each key with state →
+      the event time its engine next has work (``KeyEngine.wake_at``), and
+      the one event-time timer registered for the bucket (the earliest).
+
+    A call for a bucket (new rows, or its timer) processes the keys that
+    brought rows and every key whose wake-up time the watermark has passed,
+    then re-arms the bucket's timer if the earliest wake-up moved. Input
+    rows: ``key``, ``stream`` (index into ``streams``), ``id`` (long),
+    ``ms`` (event time, epoch milliseconds). Output rows: ``key``,
+    ``epoch``, per stream ``<s>_id``, ``<s>_ms``, and the counting columns
+    of ``count_columns``: zero on results; with ``count_pairs`` every call
+    that processed tuples adds one row with ``_counts`` true that holds its
+    arrivals per stream (``_n<i>``) and pairs per two streams
+    (``_p<i>_<j>``). Run with the Row-based ``transformWithState``: a
+    pandas frame per call cost more than the join.
     """
 
     def __init__(
-        self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order, *, count_pairs: bool = False
+        self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order, key_type: Any, *,
+        count_pairs: bool = False, modes_path: str | None = None,
     ) -> None:
         self.streams = tuple(streams)
+        self.modes_path = modes_path
         self.window_ms = int(window_ms)
         self.control_path = str(control_path)
         self.default_order = default_order
+        self.key_type = key_type
         self.count_pairs = count_pairs
         self.count_names = count_columns(len(self.streams))
         self.control: Control | None = None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.state = handle.getValueState("jisc", StructType([StructField("blob", BinaryType(), False)]))
+        blob = StructType([StructField("blob", BinaryType(), False)])
+        self.keys = handle.getMapState("jisc", StructType([StructField("key", self.key_type, False)]), blob)
+        self.index = handle.getValueState("wake", blob)
         self.control = None  # read lazily, once per task (one partition of one micro-batch)
+        self.modes: Modes | None = None  # the same for the heralds' mode table
+        self.columns = ["key", "epoch"] + [f"{s}_{c}" for s in self.streams for c in ("id", "ms")]
+        self.columns += ["_counts"] + self.count_names
+        self.row = Row(*self.columns)
 
     def _control(self) -> Control:
         if self.control is None:
             self.control = read_control(self.control_path, self.streams, self.default_order)
         return self.control
 
-    def _load(self) -> KeyEngine | None:
-        if not self.state.exists():
+    def _modes(self) -> Modes | None:
+        if self.modes_path is None:
             return None
-        return KeyEngine.load(self.state.get()[0], self.streams, self.window_ms)
+        if self.modes is None:
+            self.modes = read_modes(self.modes_path, self.streams)
+        return self.modes if self.modes.any() else None
 
-    def _save(self, eng: KeyEngine) -> None:
-        want = eng.wake_at()
-        if eng.timer != want:
-            if eng.timer is not None:
-                self.handle.deleteTimer(eng.timer)
+    def _visit(self, by_key: Mapping[Any, list[Any]], watermark: int, fired: int | None) -> Iterator[Any]:
+        """Process the keys that brought rows and the keys due at ``watermark``; save them and the bucket's index."""
+        value = self.index.get()
+        index = pickle.loads(value[0]) if value is not None else {"timer": None, "wake": {}}
+        wake: dict[Any, int] = index["wake"]
+        if fired is not None and index["timer"] == fired:
+            index["timer"] = None  # Spark deletes the fired timer itself
+        due = [k for k, at in wake.items() if at <= watermark and k not in by_key]
+        arrived_all = [0] * len(self.streams)
+        pairs_all: dict[tuple[int, int], int] = {}
+        names = self.count_names
+        zeros = [0] * len(names)
+        nones = [None] * (2 * len(self.streams))
+        for key in chain(by_key, due):
+            if key in wake:
+                eng = KeyEngine.load(self.keys.getValue((key,))[0], self.streams, self.window_ms)
+            else:
+                control = self._control()
+                eng = KeyEngine(self.streams, self.window_ms, control.order, control.epoch)
+            for row in by_key.get(key, ()):
+                eng.offer(row.stream, row.id, row.ms, watermark)
+            control = self._control()
+            if control.epoch > eng.epoch:
+                eng.switch(control.epoch, control.order)
+            results = eng.release(watermark)
+            if self.count_pairs:
+                arrived, pairs = eng.take_counts()
+                arrived_all = [a + b for a, b in zip(arrived_all, arrived)]
+                for pair, n in pairs.items():
+                    pairs_all[pair] = pairs_all.get(pair, 0) + n
+            if eng.live or eng.buffer:
+                self.keys.updateValue((key,), (eng.dump(),))
+                wake[key] = eng.wake_at()  # type: ignore[assignment]
+            elif key in wake:  # nothing held: every state is empty, the key starts afresh
+                self.keys.removeKey((key,))
+                del wake[key]
+            for described in results:
+                values: list[Any] = [key, eng.epoch, *nones, False, *zeros]
+                for stream, row_id, ms in described:
+                    values[2 + 2 * stream] = row_id
+                    values[3 + 2 * stream] = ms
+                yield self.row(*values)
+        want = min(wake.values()) if wake else None
+        if index["timer"] != want:
+            if index["timer"] is not None:
+                self.handle.deleteTimer(index["timer"])
             if want is not None:
                 self.handle.registerTimer(want)
-            eng.timer = want
-        if not eng.live and not eng.buffer:  # nothing held: every state is empty, the key starts afresh
-            self.state.clear()
-        else:
-            self.state.update((eng.dump(),))
-
-    def _run(self, key: Any, eng: KeyEngine, watermark: int) -> Iterator[Any]:
-        """Switch the key to the published plan if it is newer, process what the watermark allows, save."""
-        control = self._control()
-        if control.epoch > eng.epoch:
-            eng.switch(control.epoch, control.order)
-        results = eng.release(watermark)
-        arrived, pairs = eng.take_counts()
-        self._save(eng)
-        counted = self.count_pairs and any(arrived)
-        if not results and not counted:
-            return
-        import pandas as pd
-
-        names = self.count_names
-        if results:
-            cols: dict[str, Any] = {"key": [key] * len(results), "epoch": [eng.epoch] * len(results)}
-            for name in self.streams:
-                cols[f"{name}_id"] = []
-                cols[f"{name}_ms"] = []
-            for described in results:
-                for stream, row_id, ms in described:
-                    cols[f"{self.streams[stream]}_id"].append(row_id)
-                    cols[f"{self.streams[stream]}_ms"].append(ms)
-            cols["_counts"] = [False] * len(results)
-            cols.update({name: [0] * len(results) for name in names})
-            yield pd.DataFrame(cols)
-        if counted:
-            none = pd.Series([None], dtype="Int64")
-            cols = {"key": [key], "epoch": [eng.epoch]}
-            for name in self.streams:
-                cols[f"{name}_id"] = none
-                cols[f"{name}_ms"] = none
-            cols["_counts"] = [True]
+            index["timer"] = want
+        if wake or index["timer"] is not None:
+            self.index.update((pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL),))
+        elif value is not None:
+            self.index.clear()
+        if self.count_pairs and any(arrived_all):
             counts = dict.fromkeys(names, 0)
-            counts.update({f"_n{i}": n for i, n in enumerate(arrived)})
-            counts.update({f"_p{i}_{j}": n for (i, j), n in pairs.items()})
-            cols.update({name: [value] for name, value in counts.items()})
-            yield pd.DataFrame(cols)
+            counts.update({f"_n{i}": n for i, n in enumerate(arrived_all)})
+            counts.update({f"_p{i}_{j}": n for (i, j), n in pairs_all.items()})
+            yield self.row(None, None, *nones, True, *counts.values())
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-        watermark = timerValues.getCurrentWatermarkInMs()
-        eng = self._load()
-        if eng is None:
-            control = self._control()
-            eng = KeyEngine(self.streams, self.window_ms, control.order, control.epoch)
-        for df in rows:
-            for stream, row_id, ms in zip(df["stream"].tolist(), df["id"].tolist(), df["ms"].tolist()):
-                eng.offer(int(stream), int(row_id), int(ms), watermark)
-        yield from self._run(key[0], eng, watermark)
+        modes = self._modes()
+        by_key: dict[Any, list[Any]] = {}
+        for row in rows:
+            if modes is not None and modes.skipped(row.stream, row.ms):
+                continue  # join data skipping: rows the heralds prove joinless never touch the state
+            by_key.setdefault(row.key, []).append(row)
+        yield from self._visit(by_key, timerValues.getCurrentWatermarkInMs(), None)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
-        eng = self._load()
-        if eng is None:
-            return
-        if eng.timer == expiredTimerInfo.getExpiryTimeInMs():
-            eng.timer = None  # Spark deletes the fired timer itself
-        yield from self._run(key[0], eng, timerValues.getCurrentWatermarkInMs())
+        yield from self._visit({}, timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs())
 
     def close(self) -> None:
         pass
@@ -344,6 +376,8 @@ def jisc_join(
     id: str = "id",
     watermark_delay: str = "0 seconds",
     observe_as: str | None = None,
+    modes_path: str | os.PathLike[str] | None = None,
+    buckets: int = 64,
 ) -> DataFrame:
     """The streaming n-way windowed equi-join of ``inputs`` (stream name → streaming DataFrame).
 
@@ -361,6 +395,12 @@ def jisc_join(
     ``<a>,<b>`` the pairs of an a and a b tuple with equal keys less than
     the window apart, counted when the later one is processed — what the
     statistics source turns into pairwise key-match selectivities.
+
+    With ``modes_path`` the join honours the heralds' mode table in that
+    file (``jisc_heralds.py``, written by ``HeraldJoinModes``), read once
+    per task: rows of a stream in one of its skipped intervals are dropped
+    before they touch state (join data skipping; they are not counted by
+    ``observe_as`` either).
     """
     streams = list(inputs)
     if len(streams) < 2:
@@ -370,8 +410,12 @@ def jisc_join(
             raise ValueError(f"stream names become column names and must be identifiers, got {name!r}")
     if int(window_ms) <= 0:
         raise ValueError(f"window_ms must be > 0, got {window_ms!r}")
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise ValueError(f"buckets must be a whole number >= 1, got {buckets!r}")
     default = _as_order(order, streams) if order is not None else left_deep(streams)
     read_control(control_path, streams, default)  # fail at build time on a bad file, naming it
+    if modes_path is not None:
+        read_modes(modes_path, streams)
     tagged = [
         df.select(
             F.lit(i).cast("int").alias("stream"),
@@ -385,16 +429,20 @@ def jisc_join(
     union = tagged[0]
     for df in tagged[1:]:
         union = union.unionByName(df)
+    # grouped by a bucket of keys (see JiscProcessor); the timestamp only carries the watermark
+    union = union.select(F.pmod(F.hash("key"), F.lit(int(buckets))).alias("bucket"), "key", "stream", "id", "ms")
     key_type = union.schema["key"].dataType
     fields = [StructField("key", key_type), StructField("epoch", LongType())]
     for name in streams:
         fields += [StructField(f"{name}_id", LongType()), StructField(f"{name}_ms", LongType())]
     counting = count_columns(len(streams))
     fields += [StructField("_counts", BooleanType())] + [StructField(c, LongType()) for c in counting]
-    processor = JiscProcessor(streams, int(window_ms), str(control_path), default, count_pairs=observe_as is not None)
+    processor = JiscProcessor(streams, int(window_ms), str(control_path), default, key_type,
+                              count_pairs=observe_as is not None,
+                             modes_path=None if modes_path is None else str(modes_path))
     out = (
-        union.groupBy("key")
-        .transformWithStateInPandas(
+        union.groupBy("bucket")
+        .transformWithState(
             statefulProcessor=processor,
             outputStructType=StructType(fields),
             outputMode="Append",
