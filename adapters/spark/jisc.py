@@ -1,4 +1,4 @@
-"""The JISC join pipeline hosted in Spark: ``transformWithStateInPandas`` keyed on the join key.
+"""The JISC join pipeline hosted in Spark: ``transformWithState`` over buckets of join keys.
 
 Why this module: ``armd.migrations.join`` is a pure, single-process n-way
 windowed equi-join whose join order can change live (JISC, paper 004). To
@@ -16,15 +16,21 @@ strategy applied to one key at a time, with its state saved as a versioned
 
 How it fits together
     ``jisc_join`` tags each input stream's rows with the stream name, sets
-    the watermark on each, unions them and runs ``groupBy(key).transformWithStateInPandas``
-    with ``JiscProcessor`` in ``EventTime`` mode. For every key the processor
-    keeps one value in the state store (RocksDB), a binary column ``blob``
-    holding ``KeyState.to_bytes()``: the key's live tuples, the
-    materialised intermediate states of the key's current plan, which of them
-    are still incomplete (JISC's pending flag for that key), the streams that
-    already had a tuple since the key's last transition (Definition 2), and the
-    epoch and order the key was last processed with. Blobs written before the
-    state had a version number of its own (version 1) are still read.
+    the watermark on each, unions them and runs the Row-based
+    ``groupBy(bucket).transformWithState`` with ``JiscProcessor`` in
+    ``EventTime`` mode, where a bucket is a hash of the join key modulo
+    ``buckets``: every state or timer call is a round trip to the JVM's
+    state server, and grouping by key paid the key's setting, a timer and
+    its deletion, and an output batch for every key (docs/jisc.md has the
+    profile). Per bucket the processor keeps a map state join key → a binary
+    column ``blob`` holding ``KeyState.to_bytes()`` (the key's live tuples,
+    the materialised intermediate states of the key's current plan, which
+    of them are still incomplete — JISC's pending flag for that key — the
+    streams that already had a tuple since the key's last transition
+    (Definition 2), and the epoch and order the key was last processed
+    with), and a value state with the bucket's index: each key's next
+    wake-up and the bucket's one timer. Blobs written before the state had
+    a version number of its own (version 1) are still read.
 
 The plan (control file)
     A small JSON file ``{"epoch": int, "order": [...]}`` written atomically by
@@ -53,13 +59,22 @@ Time
     first expires the key's tuples with τ ≤ t − W, so a result (one tuple per
     stream, same key, max τ − min τ < W) is emitted exactly once, when its
     last tuple is processed — ``migrations.join``'s window semantics, which
-    its oracle checks. The same event-time timer (one per key, at the earlier
-    of the oldest buffered row + 1 ms and the oldest live tuple's τ + W)
-    expires the tuples of keys that receive nothing more; a key with nothing
-    live and nothing buffered has no state at all. Rows that arrive behind the
-    watermark are late: they are dropped (counted in the key's state). The
-    engine decides all of this (``KeyEngine.offer``, ``release``,
-    ``wake_at``); the processor passes it the watermark and keeps its timer.
+    its oracle checks. Each key's wake-up (the earlier of the oldest
+    buffered row + 1 ms and the oldest live tuple's τ + W) goes into its
+    bucket's index, and the bucket keeps one event-time timer at the
+    earliest; any call for the bucket processes the keys the watermark has
+    passed the wake-up of, so the tuples of keys that receive nothing more
+    expire too; a key with nothing live and nothing buffered has no state at
+    all. Rows that arrive behind the watermark are late: they are dropped
+    (counted in the key's state). The engine decides all of this
+    (``KeyEngine.offer``, ``release``, ``wake_at``); the processor passes it
+    the watermark and keeps the bucket's index and timer.
+
+Heralds
+    With ``modes_path`` the processor reads the heralds' mode table
+    (``jisc_heralds.py``) once per task and drops, before any state call,
+    the rows of a stream inside one of its skipped intervals (join data
+    skipping).
 
 Results are one row per join result: the key, the epoch of the plan that
 produced it and, per stream ``s``, ``s_id`` and ``s_time`` of its tuple.
@@ -69,7 +84,7 @@ Statistics
     selectivities, which only the join sees. With ``observe_as`` the engine
     counts, for each tuple it processes, the live tuples of every other
     stream under its key; the processor emits those counts as one extra row
-    per call, ``observe()`` sums them per micro-batch and the rows are
+    per call (per bucket), ``observe()`` sums them per micro-batch and the rows are
     dropped before the sink (``SparkStats`` gathers them and
     ``costmodel.measured.pair_selectivities`` computes the selectivities).
 """

@@ -92,3 +92,30 @@ def test_join_skips_what_store_heralds_rule_out_and_equals_the_oracle(spark, tmp
     skipped = [e for e in later if table.skipped(log.stream[e], int((BASE + log.ts[e]) * 1000))]
     assert table.epoch == 1 and len(skipped) > len(later) // 10  # the heralds made a good part of the rows joinless
     assert processed == len(log) - len(skipped)  # and the join dropped exactly those before they touched state
+
+
+def test_mode_file_round_trip_and_errors(tmp_path) -> None:
+    import pytest
+
+    from armd.adapters.spark.jisc_heralds import write_modes
+
+    path = tmp_path / "modes.json"
+    names = ["A", "B"]
+    assert read_modes(path, names).epoch == 0 and not read_modes(path, names).any()  # missing: nothing skipped
+    write_modes(path, 2, {"A": [(10, 20), (30, 40)]})
+    table = read_modes(path, names)
+    assert table.epoch == 2 and [table.skipped(0, t) for t in (9, 10, 19, 20, 35, 40)] == [False, True, True, False, True, False]
+    assert not table.skipped(1, 15)
+    for body, message in (
+        ("{", "not valid JSON"),
+        ('{"epoch": 1}', "exactly the keys epoch and skip"),
+        ('{"epoch": -1, "skip": {}}', "epoch must be a whole number"),
+        ('{"epoch": 1, "skip": {"X": []}}', "unknown stream"),
+        ('{"epoch": 1, "skip": {"A": [[5, 5]]}}', "bad intervals"),
+        ('{"epoch": 1, "skip": {"A": [[0, 10], [5, 20]]}}', "bad intervals"),
+        ('{"epoch": 1, "skip": {"A": [[0, 1.5]]}}', "bad intervals"),
+    ):
+        path.write_text(body)
+        with pytest.raises(ValueError, match=message) as err:
+            read_modes(path, names)
+        assert str(path) in str(err.value) and "start < end" in str(err.value)
