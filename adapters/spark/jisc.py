@@ -71,10 +71,10 @@ Time
     the watermark and keeps the bucket's index and timer.
 
 Heralds
-    With ``modes_path`` the processor reads the heralds' mode table
-    (``jisc_heralds.py``) once per task and drops, before any state call,
-    the rows of a stream inside one of its skipped intervals (join data
-    skipping).
+    With ``modes_path`` each input passes through ``skip_filter``
+    (``jisc_heralds.py``, ``mapInArrow``) before the union: it reads the
+    heralds' mode table once per task and drops the rows of a stream inside
+    one of its skipped intervals (join data skipping), before the shuffle.
 
 Results are one row per join result: the key, the epoch of the plan that
 produced it and, per stream ``s``, ``s_id`` and ``s_time`` of its tuple.
@@ -106,7 +106,7 @@ from pyspark.sql.types import BinaryType, BooleanType, LongType, StructField, St
 
 from armd.migrations.join import KeyEngine, Order, left_deep, normalise_order
 
-from .jisc_heralds import Modes, read_modes
+from .jisc_heralds import read_modes, skip_filter
 from .observed import observation_name
 
 __all__ = [
@@ -270,10 +270,9 @@ class JiscProcessor(StatefulProcessor):
 
     def __init__(
         self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order, key_type: Any, *,
-        count_pairs: bool = False, modes_path: str | None = None,
+        count_pairs: bool = False,
     ) -> None:
         self.streams = tuple(streams)
-        self.modes_path = modes_path
         self.window_ms = int(window_ms)
         self.control_path = str(control_path)
         self.default_order = default_order
@@ -288,7 +287,6 @@ class JiscProcessor(StatefulProcessor):
         self.keys = handle.getMapState("jisc", StructType([StructField("key", self.key_type, False)]), blob)
         self.index = handle.getValueState("wake", blob)
         self.control = None  # read lazily, once per task (one partition of one micro-batch)
-        self.modes: Modes | None = None  # the same for the heralds' mode table
         self.columns = ["key", "epoch"] + [f"{s}_{c}" for s in self.streams for c in ("id", "ms")]
         self.columns += ["_counts"] + self.count_names
         self.row = Row(*self.columns)
@@ -297,13 +295,6 @@ class JiscProcessor(StatefulProcessor):
         if self.control is None:
             self.control = read_control(self.control_path, self.streams, self.default_order)
         return self.control
-
-    def _modes(self) -> Modes | None:
-        if self.modes_path is None:
-            return None
-        if self.modes is None:
-            self.modes = read_modes(self.modes_path, self.streams)
-        return self.modes if self.modes.any() else None
 
     def _visit(self, by_key: Mapping[Any, list[Any]], watermark: int, fired: int | None) -> Iterator[Any]:
         """Process the keys that brought rows and the keys due at ``watermark``; save them and the bucket's index."""
@@ -365,11 +356,8 @@ class JiscProcessor(StatefulProcessor):
             yield self.row(None, None, *nones, True, *counts.values())
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-        modes = self._modes()
         by_key: dict[Any, list[Any]] = {}
         for row in rows:
-            if modes is not None and modes.skipped(row.stream, row.ms):
-                continue  # join data skipping: rows the heralds prove joinless never touch the state
             by_key.setdefault(row.key, []).append(row)
         yield from self._visit(by_key, timerValues.getCurrentWatermarkInMs(), None)
 
@@ -414,8 +402,8 @@ def jisc_join(
     With ``modes_path`` the join honours the heralds' mode table in that
     file (``jisc_heralds.py``, written by ``HeraldJoinModes``), read once
     per task: rows of a stream in one of its skipped intervals are dropped
-    before they touch state (join data skipping; they are not counted by
-    ``observe_as`` either).
+    before the shuffle, in one vectorised pass over each Arrow batch (join
+    data skipping; they are not counted by ``observe_as`` either).
     """
     streams = list(inputs)
     if len(streams) < 2:
@@ -438,9 +426,13 @@ def jisc_join(
             F.col(id).cast("long").alias("id"),
             F.col(time).alias("time"),
             F.unix_millis(F.col(time)).alias("ms"),
-        ).withWatermark("time", watermark_delay)  # per input: the global watermark follows the slowest one
+        )
         for i, (name, df) in enumerate(inputs.items())
     ]
+    if modes_path is not None:  # join data skipping before the shuffle: skipped rows cost one vectorised pass
+        tagged = [df.mapInArrow(skip_filter(str(modes_path), streams), df.schema) for df in tagged]
+    # per input: the global watermark follows the slowest one
+    tagged = [df.withWatermark("time", watermark_delay) for df in tagged]
     union = tagged[0]
     for df in tagged[1:]:
         union = union.unionByName(df)
@@ -453,8 +445,7 @@ def jisc_join(
     counting = count_columns(len(streams))
     fields += [StructField("_counts", BooleanType())] + [StructField(c, LongType()) for c in counting]
     processor = JiscProcessor(streams, int(window_ms), str(control_path), default, key_type,
-                              count_pairs=observe_as is not None,
-                             modes_path=None if modes_path is None else str(modes_path))
+                              count_pairs=observe_as is not None)
     out = (
         union.groupBy("bucket")
         .transformWithState(

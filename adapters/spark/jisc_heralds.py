@@ -32,13 +32,13 @@ import os
 import tempfile
 from bisect import bisect_right
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from armd.migrations.heralds.herald import Herald, Lifespan
 from armd.migrations.heralds.record import HeraldRecord
 from armd.migrations.join.herald_modes import skip_spans
 
-__all__ = ["HeraldJoinModes", "Modes", "read_modes", "write_modes"]
+__all__ = ["HeraldJoinModes", "Modes", "read_modes", "skip_filter", "write_modes"]
 
 
 class Modes:
@@ -60,6 +60,35 @@ class Modes:
             return False
         i = bisect_right(starts, ms) - 1
         return i >= 0 and ms < self.ends[stream][i]
+
+
+def skip_filter(path: str, streams: Sequence[str]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """A ``mapInArrow`` function that drops the rows the mode table at ``path`` skips (columns ``stream``, ``ms``).
+
+    The table is read once per task; a batch is filtered with one
+    ``searchsorted`` per stream that has skipped intervals, no Python per row.
+    """
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import numpy as np
+        import pyarrow as pa
+
+        modes = read_modes(path, streams)
+        bounds = [(i, np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64))
+                  for i, (s, e) in enumerate(zip(modes.starts, modes.ends)) if s]
+        for batch in batches:
+            if not bounds or batch.num_rows == 0:
+                yield batch
+                continue
+            stream = batch.column("stream").to_numpy(zero_copy_only=False)
+            ms = batch.column("ms").to_numpy(zero_copy_only=False)
+            drop = np.zeros(batch.num_rows, dtype=bool)
+            for i, starts, ends in bounds:
+                at = np.searchsorted(starts, ms, side="right") - 1
+                drop |= (stream == i) & (at >= 0) & (ms < ends[np.maximum(at, 0)])
+            yield batch.filter(pa.array(~drop)) if drop.any() else batch
+
+    return run
 
 
 def write_modes(path: str | os.PathLike[str], epoch: int, skip: Mapping[str, Sequence[tuple[int, int]]]) -> None:
