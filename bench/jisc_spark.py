@@ -8,7 +8,10 @@ time-range conditions, watermarks on every input) and as armd's JISC join
 same plan throughout, no transition). Both read one JSON file source whose
 files are all present before the query starts, one file per micro-batch,
 so the query runs at saturation; throughput is input rows over the wall
-time from start to the end of the last micro-batch. Both use the RocksDB
+time from start to the end of the last micro-batch, the median over
+``repeats`` runs per engine, the engines alternating (each first in turn) so
+that the shared machine's load swings hit both alike; the JSON gives every
+run's time and the 1-minute load average before and after. Both use the RocksDB
 state store (armd's join needs it); state bytes are the largest
 ``memoryUsedBytes`` summed over the stateful operators in any progress
 report. Each engine's result count is checked against a brute force over
