@@ -399,6 +399,11 @@ def jisc_join(
     the window apart, counted when the later one is processed — what the
     statistics source turns into pairwise key-match selectivities.
 
+    ``buckets`` is how many groups the join keys are hashed into (each a
+    call of the stateful processor per micro-batch, with one map state of
+    its keys and one timer): few enough that a call serves many keys, many
+    enough that a bucket's index of wake-up times stays small.
+
     With ``modes_path`` the join honours the heralds' mode table in that
     file (``jisc_heralds.py``, written by ``HeraldJoinModes``), read once
     per task: rows of a stream in one of its skipped intervals are dropped
