@@ -169,11 +169,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spark", action="store_true",
                         help="instead: armd's join against Spark's native stream-stream join on local Spark (jisc_spark.py)")
     parser.add_argument("--spark-tuples", type=int, default=50_000, help="tuples per stream for --spark")
+    parser.add_argument("--spark-repeats", type=int, default=3,
+                        help="runs per engine and join for --spark (interleaved; the median is reported)")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for --spark's one session (both engines), e.g. "
+                             "spark.python.unix.domain.socket.enabled=true; repeatable")
     args = parser.parse_args(argv)
     if args.spark:
         import jisc_spark
 
-        report = jisc_spark.main(args.spark_tuples, args.seed)
+        conf = dict(item.split("=", 1) for item in args.spark_conf if "=" in item)
+        if len(conf) != len(args.spark_conf):
+            parser.error("--spark-conf takes KEY=VALUE")
+        report = jisc_spark.main(args.spark_tuples, args.seed, repeats=args.spark_repeats, conf=conf)
         print(json.dumps(report, indent=1 if args.json else None))
         return 0
     if args.window < args.span:

@@ -8,7 +8,10 @@ time-range conditions, watermarks on every input) and as armd's JISC join
 same plan throughout, no transition). Both read one JSON file source whose
 files are all present before the query starts, one file per micro-batch,
 so the query runs at saturation; throughput is input rows over the wall
-time from start to the end of the last micro-batch. Both use the RocksDB
+time from start to the end of the last micro-batch, the median over
+``repeats`` runs per engine, the engines alternating (each first in turn) so
+that the shared machine's load swings hit both alike; the JSON gives every
+run's time and the 1-minute load average before and after. Both use the RocksDB
 state store (armd's join needs it); state bytes are the largest
 ``memoryUsedBytes`` summed over the stateful operators in any progress
 report. Each engine's result count is checked against a brute force over
@@ -18,8 +21,10 @@ the input (the oracle).
 from __future__ import annotations
 
 import json
-import sys
+import os
 import random
+import statistics
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -112,10 +117,12 @@ def run_engine(session, engine: str, names: list[str], source: Path, work: Path,
     return {"seconds": elapsed, "results": session.table(table).count(), "state_bytes": state}
 
 
-def main(per_stream: int, seed: int, *, keys: int = 20_000, files: int = 4) -> dict:
+def main(per_stream: int, seed: int, *, keys: int = 20_000, files: int = 4, repeats: int = 3,
+         conf: dict[str, str] | None = None) -> dict:
     from armd.adapters.spark.session import build_session
 
-    session = build_session("local[2]", "armd-bench-jisc", shuffle_partitions=2, state_store="rocksdb")
+    load_before = os.getloadavg()
+    session = build_session("local[2]", "armd-bench-jisc", conf=conf, shuffle_partitions=2, state_store="rocksdb")
     cases = []
     try:
         with tempfile.TemporaryDirectory() as tmp:  # warm-up, not measured: the first query of a session pays for it
@@ -123,7 +130,7 @@ def main(per_stream: int, seed: int, *, keys: int = 20_000, files: int = 4) -> d
             source.mkdir()
             write_files(source, workload(["A", "B"], 500, keys=100, rate=20, seed=seed), ["A", "B"], files=2)
             for engine in ("native", "armd"):
-                run_engine(session, engine, ["A", "B"], source, Path(tmp), table=f"warm_{engine}")
+                run_engine(session, engine, ["A", "B"], source, Path(tmp) / engine, table=f"warm_{engine}")
         for names in (["A", "B"], ["A", "B", "C"]):
             rows = workload(names, per_stream, keys=keys, rate=20, seed=seed)
             expected = oracle(rows, names)
@@ -131,15 +138,25 @@ def main(per_stream: int, seed: int, *, keys: int = 20_000, files: int = 4) -> d
                 source = Path(tmp) / "in"
                 source.mkdir()
                 write_files(source, rows, names, files=files)
+                runs: dict[str, list[dict]] = {"native": [], "armd": []}
+                for rep in range(repeats):  # interleaved, each engine first in turn: load on the machine hits both alike
+                    for engine in (("native", "armd") if rep % 2 == 0 else ("armd", "native")):
+                        work = Path(tmp) / f"{engine}-{rep}"
+                        run = run_engine(session, engine, names, source, work, table=f"out_{engine}_{len(names)}_{rep}")
+                        run["load"] = os.getloadavg()[0]
+                        runs[engine].append(run)
+                        print(json.dumps({"join": f"{len(names)}-way", "engine": engine, "repeat": rep,
+                                          **{k: round(v, 2) for k, v in run.items()}}), file=sys.stderr)
                 for engine in ("native", "armd"):
-                    run = run_engine(session, engine, names, source, Path(tmp))
+                    seconds = statistics.median(r["seconds"] for r in runs[engine])
                     cases.append({
                         "join": f"{len(names)}-way", "engine": engine, "tuples": len(rows),
-                        "rows_per_s": round(len(rows) / run["seconds"], 1), "seconds": round(run["seconds"], 2),
-                        "state_bytes": run["state_bytes"], "results": run["results"], "oracle_results": expected,
-                        "oracle_ok": run["results"] == expected,
+                        "rows_per_s": round(len(rows) / seconds, 1), "seconds": round(seconds, 2),
+                        "seconds_per_repeat": [round(r["seconds"], 2) for r in runs[engine]],
+                        "state_bytes": max(r["state_bytes"] for r in runs[engine]),
+                        "results": runs[engine][0]["results"], "oracle_results": expected,
+                        "oracle_ok": all(r["results"] == expected for r in runs[engine]),
                     })
-                    print(json.dumps(cases[-1]), file=sys.stderr)
     finally:
         session.stop()
 
@@ -152,7 +169,11 @@ def main(per_stream: int, seed: int, *, keys: int = 20_000, files: int = 4) -> d
         "armd_over_native_2_way": ratio("2-way"),
         "armd_over_native_3_way": ratio("3-way"),
         "target": "armd's join >= 0.5 x native throughput",
+        "repeats": repeats,
+        "figure": "median wall time of the repeats (engines interleaved)",
         "micro_batches": files + 1,
         "keys": keys,
+        "conf": dict(conf or {}),
+        "load_average_1m": {"before": round(load_before[0], 1), "after": round(os.getloadavg()[0], 1)},
         "oracle_ok": all(c["oracle_ok"] for c in cases),
     }

@@ -1,4 +1,4 @@
-"""The JISC join pipeline hosted in Spark: ``transformWithStateInPandas`` keyed on the join key.
+"""The JISC join pipeline hosted in Spark: ``transformWithState`` over buckets of join keys.
 
 Why this module: ``armd.migrations.join`` is a pure, single-process n-way
 windowed equi-join whose join order can change live (JISC, paper 004). To
@@ -16,15 +16,21 @@ strategy applied to one key at a time, with its state saved as a versioned
 
 How it fits together
     ``jisc_join`` tags each input stream's rows with the stream name, sets
-    the watermark on each, unions them and runs ``groupBy(key).transformWithStateInPandas``
-    with ``JiscProcessor`` in ``EventTime`` mode. For every key the processor
-    keeps one value in the state store (RocksDB), a binary column ``blob``
-    holding ``KeyState.to_bytes()``: the key's live tuples, the
-    materialised intermediate states of the key's current plan, which of them
-    are still incomplete (JISC's pending flag for that key), the streams that
-    already had a tuple since the key's last transition (Definition 2), and the
-    epoch and order the key was last processed with. Blobs written before the
-    state had a version number of its own (version 1) are still read.
+    the watermark on each, unions them and runs the Row-based
+    ``groupBy(bucket).transformWithState`` with ``JiscProcessor`` in
+    ``EventTime`` mode, where a bucket is a hash of the join key modulo
+    ``buckets``: every state or timer call is a round trip to the JVM's
+    state server, and grouping by key paid the key's setting, a timer and
+    its deletion, and an output batch for every key (docs/jisc.md has the
+    profile). Per bucket the processor keeps a map state join key → a binary
+    column ``blob`` holding ``KeyState.to_bytes()`` (the key's live tuples,
+    the materialised intermediate states of the key's current plan, which
+    of them are still incomplete — JISC's pending flag for that key — the
+    streams that already had a tuple since the key's last transition
+    (Definition 2), and the epoch and order the key was last processed
+    with), and a value state with the bucket's index: each key's next
+    wake-up and the bucket's one timer. Blobs written before the state had
+    a version number of its own (version 1) are still read.
 
 The plan (control file)
     A small JSON file ``{"epoch": int, "order": [...]}`` written atomically by
@@ -53,13 +59,22 @@ Time
     first expires the key's tuples with τ ≤ t − W, so a result (one tuple per
     stream, same key, max τ − min τ < W) is emitted exactly once, when its
     last tuple is processed — ``migrations.join``'s window semantics, which
-    its oracle checks. The same event-time timer (one per key, at the earlier
-    of the oldest buffered row + 1 ms and the oldest live tuple's τ + W)
-    expires the tuples of keys that receive nothing more; a key with nothing
-    live and nothing buffered has no state at all. Rows that arrive behind the
-    watermark are late: they are dropped (counted in the key's state). The
-    engine decides all of this (``KeyEngine.offer``, ``release``,
-    ``wake_at``); the processor passes it the watermark and keeps its timer.
+    its oracle checks. Each key's wake-up (the earlier of the oldest
+    buffered row + 1 ms and the oldest live tuple's τ + W) goes into its
+    bucket's index, and the bucket keeps one event-time timer at the
+    earliest; any call for the bucket processes the keys the watermark has
+    passed the wake-up of, so the tuples of keys that receive nothing more
+    expire too; a key with nothing live and nothing buffered has no state at
+    all. Rows that arrive behind the watermark are late: they are dropped
+    (counted in the key's state). The engine decides all of this
+    (``KeyEngine.offer``, ``release``, ``wake_at``); the processor passes it
+    the watermark and keeps the bucket's index and timer.
+
+Heralds
+    With ``modes_path`` each input passes through ``skip_filter``
+    (``jisc_heralds.py``, ``mapInArrow``) before the union: it reads the
+    heralds' mode table once per task and drops the rows of a stream inside
+    one of its skipped intervals (join data skipping), before the shuffle.
 
 Results are one row per join result: the key, the epoch of the plan that
 produced it and, per stream ``s``, ``s_id`` and ``s_time`` of its tuple.
@@ -69,7 +84,7 @@ Statistics
     selectivities, which only the join sees. With ``observe_as`` the engine
     counts, for each tuple it processes, the live tuples of every other
     stream under its key; the processor emits those counts as one extra row
-    per call, ``observe()`` sums them per micro-batch and the rows are
+    per call (per bucket), ``observe()`` sums them per micro-batch and the rows are
     dropped before the sink (``SparkStats`` gathers them and
     ``costmodel.measured.pair_selectivities`` computes the selectivities).
 """
@@ -78,17 +93,20 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import tempfile
 from pathlib import Path
+from itertools import chain
 from typing import Any, Iterator, Mapping, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, BooleanType, LongType, StructField, StructType
 
 from armd.migrations.join import KeyEngine, Order, left_deep, normalise_order
 
+from .jisc_heralds import read_modes, skip_filter
 from .observed import observation_name
 
 __all__ = [
@@ -222,112 +240,129 @@ def count_columns(streams: int) -> list[str]:
 
 
 class JiscProcessor(StatefulProcessor):
-    """The ``StatefulProcessor``: one ``KeyEngine`` per key, its ``KeyState`` bytes in a ValueState.
+    """The ``StatefulProcessor``: one ``KeyEngine`` per join key, grouped into buckets of keys.
 
-    Input rows: ``stream`` (index into ``streams``), ``id`` (long), ``ms``
-    (event time, epoch milliseconds). Output rows: ``key``, ``epoch``, per
-    stream ``<s>_id``, ``<s>_ms``, and the counting columns of
-    ``count_columns``: zero on results; with ``count_pairs`` every call that
-    processed tuples adds one row with ``_counts`` true that holds the key's
-    arrivals per stream (``_n<i>``) and pairs per two streams (``_p<i>_<j>``).
+    Spark calls the processor once per grouping key and every state or timer
+    call is a round trip to the JVM's state server, which made the per-call
+    overhead (setting the key, a timer per key, its deletion, an output
+    batch per call) the bulk of the join's cost when every key brings a row
+    or two. So the join groups by a *bucket* of keys (a hash of the key) and
+    keeps, per bucket:
+
+    * ``jisc``, a MapState join key → ``KeyState`` bytes (one ``getValue``
+      and one ``updateValue`` or ``removeKey`` per key touched);
+    * ``wake``, a ValueState with the bucket's index: each key with state →
+      the event time its engine next has work (``KeyEngine.wake_at``), and
+      the one event-time timer registered for the bucket (the earliest).
+
+    A call for a bucket (new rows, or its timer) processes the keys that
+    brought rows and every key whose wake-up time the watermark has passed,
+    then re-arms the bucket's timer if the earliest wake-up moved. Input
+    rows: ``key``, ``stream`` (index into ``streams``), ``id`` (long),
+    ``ms`` (event time, epoch milliseconds). Output rows: ``key``,
+    ``epoch``, per stream ``<s>_id``, ``<s>_ms``, and the counting columns
+    of ``count_columns``: zero on results; with ``count_pairs`` every call
+    that processed tuples adds one row with ``_counts`` true that holds its
+    arrivals per stream (``_n<i>``) and pairs per two streams
+    (``_p<i>_<j>``). Run with the Row-based ``transformWithState``: a
+    pandas frame per call cost more than the join.
     """
 
     def __init__(
-        self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order, *, count_pairs: bool = False
+        self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order, key_type: Any, *,
+        count_pairs: bool = False,
     ) -> None:
         self.streams = tuple(streams)
         self.window_ms = int(window_ms)
         self.control_path = str(control_path)
         self.default_order = default_order
+        self.key_type = key_type
         self.count_pairs = count_pairs
         self.count_names = count_columns(len(self.streams))
         self.control: Control | None = None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.state = handle.getValueState("jisc", StructType([StructField("blob", BinaryType(), False)]))
+        blob = StructType([StructField("blob", BinaryType(), False)])
+        self.keys = handle.getMapState("jisc", StructType([StructField("key", self.key_type, False)]), blob)
+        self.index = handle.getValueState("wake", blob)
         self.control = None  # read lazily, once per task (one partition of one micro-batch)
+        self.columns = ["key", "epoch"] + [f"{s}_{c}" for s in self.streams for c in ("id", "ms")]
+        self.columns += ["_counts"] + self.count_names
+        self.row = Row(*self.columns)
 
     def _control(self) -> Control:
         if self.control is None:
             self.control = read_control(self.control_path, self.streams, self.default_order)
         return self.control
 
-    def _load(self) -> KeyEngine | None:
-        if not self.state.exists():
-            return None
-        return KeyEngine.load(self.state.get()[0], self.streams, self.window_ms)
-
-    def _save(self, eng: KeyEngine) -> None:
-        want = eng.wake_at()
-        if eng.timer != want:
-            if eng.timer is not None:
-                self.handle.deleteTimer(eng.timer)
+    def _visit(self, by_key: Mapping[Any, list[Any]], watermark: int, fired: int | None) -> Iterator[Any]:
+        """Process the keys that brought rows and the keys due at ``watermark``; save them and the bucket's index."""
+        value = self.index.get()
+        index = pickle.loads(value[0]) if value is not None else {"timer": None, "wake": {}}
+        wake: dict[Any, int] = index["wake"]
+        if fired is not None and index["timer"] == fired:
+            index["timer"] = None  # Spark deletes the fired timer itself
+        due = [k for k, at in wake.items() if at <= watermark and k not in by_key]
+        arrived_all = [0] * len(self.streams)
+        pairs_all: dict[tuple[int, int], int] = {}
+        names = self.count_names
+        zeros = [0] * len(names)
+        nones = [None] * (2 * len(self.streams))
+        for key in chain(by_key, due):
+            if key in wake:
+                eng = KeyEngine.load(self.keys.getValue((key,))[0], self.streams, self.window_ms)
+            else:
+                control = self._control()
+                eng = KeyEngine(self.streams, self.window_ms, control.order, control.epoch)
+            for row in by_key.get(key, ()):
+                eng.offer(row.stream, row.id, row.ms, watermark)
+            control = self._control()
+            if control.epoch > eng.epoch:
+                eng.switch(control.epoch, control.order)
+            results = eng.release(watermark)
+            if self.count_pairs:
+                arrived, pairs = eng.take_counts()
+                arrived_all = [a + b for a, b in zip(arrived_all, arrived)]
+                for pair, n in pairs.items():
+                    pairs_all[pair] = pairs_all.get(pair, 0) + n
+            if eng.live or eng.buffer:
+                self.keys.updateValue((key,), (eng.dump(),))
+                wake[key] = eng.wake_at()  # type: ignore[assignment]
+            elif key in wake:  # nothing held: every state is empty, the key starts afresh
+                self.keys.removeKey((key,))
+                del wake[key]
+            for described in results:
+                values: list[Any] = [key, eng.epoch, *nones, False, *zeros]
+                for stream, row_id, ms in described:
+                    values[2 + 2 * stream] = row_id
+                    values[3 + 2 * stream] = ms
+                yield self.row(*values)
+        want = min(wake.values()) if wake else None
+        if index["timer"] != want:
+            if index["timer"] is not None:
+                self.handle.deleteTimer(index["timer"])
             if want is not None:
                 self.handle.registerTimer(want)
-            eng.timer = want
-        if not eng.live and not eng.buffer:  # nothing held: every state is empty, the key starts afresh
-            self.state.clear()
-        else:
-            self.state.update((eng.dump(),))
-
-    def _run(self, key: Any, eng: KeyEngine, watermark: int) -> Iterator[Any]:
-        """Switch the key to the published plan if it is newer, process what the watermark allows, save."""
-        control = self._control()
-        if control.epoch > eng.epoch:
-            eng.switch(control.epoch, control.order)
-        results = eng.release(watermark)
-        arrived, pairs = eng.take_counts()
-        self._save(eng)
-        counted = self.count_pairs and any(arrived)
-        if not results and not counted:
-            return
-        import pandas as pd
-
-        names = self.count_names
-        if results:
-            cols: dict[str, Any] = {"key": [key] * len(results), "epoch": [eng.epoch] * len(results)}
-            for name in self.streams:
-                cols[f"{name}_id"] = []
-                cols[f"{name}_ms"] = []
-            for described in results:
-                for stream, row_id, ms in described:
-                    cols[f"{self.streams[stream]}_id"].append(row_id)
-                    cols[f"{self.streams[stream]}_ms"].append(ms)
-            cols["_counts"] = [False] * len(results)
-            cols.update({name: [0] * len(results) for name in names})
-            yield pd.DataFrame(cols)
-        if counted:
-            none = pd.Series([None], dtype="Int64")
-            cols = {"key": [key], "epoch": [eng.epoch]}
-            for name in self.streams:
-                cols[f"{name}_id"] = none
-                cols[f"{name}_ms"] = none
-            cols["_counts"] = [True]
+            index["timer"] = want
+        if wake or index["timer"] is not None:
+            self.index.update((pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL),))
+        elif value is not None:
+            self.index.clear()
+        if self.count_pairs and any(arrived_all):
             counts = dict.fromkeys(names, 0)
-            counts.update({f"_n{i}": n for i, n in enumerate(arrived)})
-            counts.update({f"_p{i}_{j}": n for (i, j), n in pairs.items()})
-            cols.update({name: [value] for name, value in counts.items()})
-            yield pd.DataFrame(cols)
+            counts.update({f"_n{i}": n for i, n in enumerate(arrived_all)})
+            counts.update({f"_p{i}_{j}": n for (i, j), n in pairs_all.items()})
+            yield self.row(None, None, *nones, True, *counts.values())
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-        watermark = timerValues.getCurrentWatermarkInMs()
-        eng = self._load()
-        if eng is None:
-            control = self._control()
-            eng = KeyEngine(self.streams, self.window_ms, control.order, control.epoch)
-        for df in rows:
-            for stream, row_id, ms in zip(df["stream"].tolist(), df["id"].tolist(), df["ms"].tolist()):
-                eng.offer(int(stream), int(row_id), int(ms), watermark)
-        yield from self._run(key[0], eng, watermark)
+        by_key: dict[Any, list[Any]] = {}
+        for row in rows:
+            by_key.setdefault(row.key, []).append(row)
+        yield from self._visit(by_key, timerValues.getCurrentWatermarkInMs(), None)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
-        eng = self._load()
-        if eng is None:
-            return
-        if eng.timer == expiredTimerInfo.getExpiryTimeInMs():
-            eng.timer = None  # Spark deletes the fired timer itself
-        yield from self._run(key[0], eng, timerValues.getCurrentWatermarkInMs())
+        yield from self._visit({}, timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs())
 
     def close(self) -> None:
         pass
@@ -344,6 +379,8 @@ def jisc_join(
     id: str = "id",
     watermark_delay: str = "0 seconds",
     observe_as: str | None = None,
+    modes_path: str | os.PathLike[str] | None = None,
+    buckets: int = 64,
 ) -> DataFrame:
     """The streaming n-way windowed equi-join of ``inputs`` (stream name → streaming DataFrame).
 
@@ -361,6 +398,17 @@ def jisc_join(
     ``<a>,<b>`` the pairs of an a and a b tuple with equal keys less than
     the window apart, counted when the later one is processed — what the
     statistics source turns into pairwise key-match selectivities.
+
+    ``buckets`` is how many groups the join keys are hashed into (each a
+    call of the stateful processor per micro-batch, with one map state of
+    its keys and one timer): few enough that a call serves many keys, many
+    enough that a bucket's index of wake-up times stays small.
+
+    With ``modes_path`` the join honours the heralds' mode table in that
+    file (``jisc_heralds.py``, written by ``HeraldJoinModes``), read once
+    per task: rows of a stream in one of its skipped intervals are dropped
+    before the shuffle, in one vectorised pass over each Arrow batch (join
+    data skipping; they are not counted by ``observe_as`` either).
     """
     streams = list(inputs)
     if len(streams) < 2:
@@ -370,8 +418,12 @@ def jisc_join(
             raise ValueError(f"stream names become column names and must be identifiers, got {name!r}")
     if int(window_ms) <= 0:
         raise ValueError(f"window_ms must be > 0, got {window_ms!r}")
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise ValueError(f"buckets must be a whole number >= 1, got {buckets!r}")
     default = _as_order(order, streams) if order is not None else left_deep(streams)
     read_control(control_path, streams, default)  # fail at build time on a bad file, naming it
+    if modes_path is not None:
+        read_modes(modes_path, streams)
     tagged = [
         df.select(
             F.lit(i).cast("int").alias("stream"),
@@ -379,22 +431,29 @@ def jisc_join(
             F.col(id).cast("long").alias("id"),
             F.col(time).alias("time"),
             F.unix_millis(F.col(time)).alias("ms"),
-        ).withWatermark("time", watermark_delay)  # per input: the global watermark follows the slowest one
+        )
         for i, (name, df) in enumerate(inputs.items())
     ]
+    if modes_path is not None:  # join data skipping before the shuffle: skipped rows cost one vectorised pass
+        tagged = [df.mapInArrow(skip_filter(str(modes_path), streams), df.schema) for df in tagged]
+    # per input: the global watermark follows the slowest one
+    tagged = [df.withWatermark("time", watermark_delay) for df in tagged]
     union = tagged[0]
     for df in tagged[1:]:
         union = union.unionByName(df)
+    # grouped by a bucket of keys (see JiscProcessor); the timestamp only carries the watermark
+    union = union.select(F.pmod(F.hash("key"), F.lit(int(buckets))).alias("bucket"), "key", "stream", "id", "ms")
     key_type = union.schema["key"].dataType
     fields = [StructField("key", key_type), StructField("epoch", LongType())]
     for name in streams:
         fields += [StructField(f"{name}_id", LongType()), StructField(f"{name}_ms", LongType())]
     counting = count_columns(len(streams))
     fields += [StructField("_counts", BooleanType())] + [StructField(c, LongType()) for c in counting]
-    processor = JiscProcessor(streams, int(window_ms), str(control_path), default, count_pairs=observe_as is not None)
+    processor = JiscProcessor(streams, int(window_ms), str(control_path), default, key_type,
+                              count_pairs=observe_as is not None)
     out = (
-        union.groupBy("key")
-        .transformWithStateInPandas(
+        union.groupBy("bucket")
+        .transformWithState(
             statefulProcessor=processor,
             outputStructType=StructType(fields),
             outputMode="Append",

@@ -54,3 +54,31 @@ def pair_counts(log: EventLog, window: float) -> Counter:
             if a != b and log.key[i] == log.key[j] and abs(log.ts[i] - log.ts[j]) < window:
                 out[f"{log.streams[a]},{log.streams[b]}"] += 1
     return out
+
+
+def heralded_log(seed: int, names: list[str], keys: int, span: int, piece: int, n: int):
+    """A random log whose every stream keeps time heralds on its key ``k``: ``(log, heralds)``.
+
+    The timeline ``[0, span)`` is cut into pieces of ``piece`` seconds; per
+    stream and piece a herald promises the low half of the keys or the high
+    half (9 times in 20 each) or any key (once in 10; a piece now and then
+    left without a herald), and the events there keep the promise. ``heralds``
+    maps each stream to ``(low, high, start, seconds)`` tuples.
+    """
+    rng = random.Random(seed)
+    half = keys // 2
+    ranges = [(0, half - 1), (half, keys - 1), (0, keys - 1)]
+    heralds: dict[str, list[tuple[int, int, int, int]]] = {s: [] for s in names}
+    allowed: dict[tuple[str, int], tuple[int, int]] = {}
+    for s in names:
+        for start in range(0, span, piece):
+            low, high = rng.choices(ranges, weights=(9, 9, 2))[0]
+            allowed[s, start] = (low, high)
+            if rng.random() < 0.9:  # now and then a piece without a herald (its tuples are anonymous)
+                heralds[s].append((low, high, start, piece))
+    events = []
+    for _ in range(n):
+        s, t = rng.choice(names), rng.randrange(span)
+        low, high = allowed[s, t - t % piece]
+        events.append((s, rng.randint(low, high), t))
+    return EventLog.from_events(names, events), heralds

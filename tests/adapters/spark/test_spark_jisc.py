@@ -119,7 +119,8 @@ def test_spark_host_equals_the_oracle_across_order_changes(spark, tmp_path) -> N
             row = (progress.observedMetrics or {}).get(f"armd:pairs:x:tuples:{2 * W_MS / 1000!r}")
             observed.update({k: v for k, v in (row.asDict() if row is not None else {}).items() if v is not None})
         state = session.read.format("statestore").option("path", str(tmp_path / "ckpt"))
-        blobs = {r["key"]["key"]: bytes(r["value"]["blob"]) for r in state.option("stateVarName", "jisc").load().collect()}
+        blobs = {r["user_map_key"]["key"]: bytes(r["user_map_value"]["blob"])  # join key → its state, in its bucket's map
+                 for r in state.option("stateVarName", "jisc").load().collect()}
     finally:
         if query is not None:
             query.stop()
