@@ -31,7 +31,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, true, update
+from sqlalchemy import Engine, bindparam, create_engine, delete, event, func, insert, select, text, true, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.orm import Session
@@ -394,52 +396,8 @@ class SqlStore:
         return self._call(run)
 
     def record_observation(self, observation: Observation) -> None:
-        at = _utc(observation.at)
-        rows: list[dict[str, Any]] = [
-            {
-                "at": at, "stream": s.stream, "query": None, "rows": s.rows, "interval_seconds": s.interval_seconds,
-                "rate_per_second": s.rate_per_second, "d": s.d, "l": s.l, "g": s.g,
-                "state_rows": None, "state_bytes": None, "selectivities": None, "pair_selectivities": None,
-                "measured_inputs": None,
-            }
-            for s in observation.streams
-        ]
-        rows += [
-            {
-                "at": at, "stream": None, "query": q.query, "rows": None, "interval_seconds": None,
-                "rate_per_second": None, "d": None, "l": None, "g": None,
-                "state_rows": q.state_rows, "state_bytes": q.state_bytes, "selectivities": _json_value(q.selectivities),
-                "pair_selectivities": _json_value(dict(q.pair_selectivities)) if q.pair_selectivities else None,
-                "measured_inputs": _measured_inputs(q),
-            }
-            for q in observation.queries
-        ]
-
-        batches = [
-            {
-                "query": b.query, "run_id": b.run_id, "plan_version": b.plan_version, "batch_id": b.batch_id,
-                "at": _utc(b.at), "input_rows": b.input_rows, "batch_ms": b.batch_ms,
-                "event_min": b.event_min and _utc(b.event_min), "event_max": b.event_max and _utc(b.event_max),
-                "watermark": b.watermark and _utc(b.watermark), "state_rows": b.state_rows, "state_bytes": b.state_bytes,
-                "rows_dropped_by_watermark": b.rows_dropped_by_watermark, "durations_ms": _json_value(dict(b.durations_ms)),
-                "operators": _json_value([dict(op) for op in b.operators]),
-            }
-            for b in observation.batches
-        ]
-
-        def run(session: Session) -> None:
-            if rows:
-                session.execute(insert(m.ObservationRow), rows)
-            if batches:
-                session.execute(insert(m.BatchRow), batches)
-            for s in observation.streams:
-                session.execute(
-                    update(m.Stream)
-                    .where(m.Stream.name == s.stream)
-                    .values(last_d=s.d, last_rate_per_second=s.rate_per_second, updated_at=at)
-                )
-
-        self._call(run)
+        values = observation_values(observation)
+        self._call(lambda session: write_observation(session, values))
 
     def record_estimates(self, at: datetime, rows: Sequence[EstimateRow], decision_id: int | None = None) -> None:
         at = _utc(at)
@@ -447,7 +405,7 @@ class SqlStore:
 
         def run(session: Session) -> None:
             if values:
-                session.execute(insert(m.Estimate), values)
+                session.execute(insert(m.Estimate.__table__), values)
 
         self._call(run)
 
@@ -603,14 +561,15 @@ class SqlStore:
     """``desired_settings`` and ``actual_states`` take ``queries=`` (an application reads its own rows only)."""
 
     def desired_settings(self, queries: Iterable[str] | None = None) -> dict[str, DesiredSettings]:
-        wanted = select(m.DesiredSettingsRow)
+        table = m.DesiredSettingsRow.__table__  # plain rows, not ORM objects: the daemon reads a thousand each tick
+        wanted = select(table)
         if queries is not None:
-            wanted = wanted.where(m.DesiredSettingsRow.query.in_(sorted(queries)))
+            wanted = wanted.where(table.c.query.in_(sorted(queries)))
 
         def run(session: Session) -> dict[str, DesiredSettings]:
             return {r.query: DesiredSettings(r.query, int(r.plan_version), _settings(r.settings), r.join_order, bool(r.may_start),
                                              bool(r.recommend_only), r.decision_id, r.at, r.reason or {})
-                    for r in session.scalars(wanted)}
+                    for r in session.execute(wanted)}
 
         return self._call(run)
 
@@ -627,15 +586,16 @@ class SqlStore:
         self._call(lambda session: _upsert(session, m.ActualStateRow, [value]))
 
     def actual_states(self, queries: Iterable[str] | None = None) -> dict[str, ActualState]:
-        wanted = select(m.ActualStateRow)
+        table = m.ActualStateRow.__table__  # plain rows, not ORM objects: the daemon reads a thousand each observation
+        wanted = select(table)
         if queries is not None:
-            wanted = wanted.where(m.ActualStateRow.query.in_(sorted(queries)))
+            wanted = wanted.where(table.c.query.in_(sorted(queries)))
 
         def run(session: Session) -> dict[str, ActualState]:
             return {r.query: ActualState(
                 r.query, int(r.plan_version), None if r.settings is None else _settings(r.settings), r.phase, r.join_order,
                 r.migration_state, None if r.target_version is None else int(r.target_version), int(r.attempts), r.error,
-                r.retry_at, r.extra_state_bytes, r.at) for r in session.scalars(wanted)}
+                r.retry_at, r.extra_state_bytes, r.at) for r in session.execute(wanted)}
 
         return self._call(run)
 
@@ -855,15 +815,80 @@ def _last_decision(session: Session) -> dict[str, Any] | None:
     return _row_dict(row, _DECISION_COLUMNS) if row is not None else None
 
 
+ObservationValues = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+"""An observation as rows of ``observations``, rows of ``batches`` and updates of ``streams`` (``observation_values``)."""
+
+
+def observation_values(observation: Observation) -> ObservationValues:
+    """The rows ``record_observation`` writes (built before the transaction: a naive time is refused at once)."""
+    at = _utc(observation.at)
+    rows: list[dict[str, Any]] = [
+        {
+            "at": at, "stream": s.stream, "query": None, "rows": s.rows, "interval_seconds": s.interval_seconds,
+            "rate_per_second": s.rate_per_second, "d": s.d, "l": s.l, "g": s.g,
+            "state_rows": None, "state_bytes": None, "selectivities": None, "pair_selectivities": None,
+            "measured_inputs": None,
+        }
+        for s in observation.streams
+    ]
+    rows += [
+        {
+            "at": at, "stream": None, "query": q.query, "rows": None, "interval_seconds": None,
+            "rate_per_second": None, "d": None, "l": None, "g": None,
+            "state_rows": q.state_rows, "state_bytes": q.state_bytes, "selectivities": _json_value(q.selectivities),
+            "pair_selectivities": _json_value(dict(q.pair_selectivities)) if q.pair_selectivities else None,
+            "measured_inputs": _measured_inputs(q),
+        }
+        for q in observation.queries
+    ]
+    batches = [
+        {
+            "query": b.query, "run_id": b.run_id, "plan_version": b.plan_version, "batch_id": b.batch_id,
+            "at": _utc(b.at), "input_rows": b.input_rows, "batch_ms": b.batch_ms,
+            "event_min": b.event_min and _utc(b.event_min), "event_max": b.event_max and _utc(b.event_max),
+            "watermark": b.watermark and _utc(b.watermark), "state_rows": b.state_rows, "state_bytes": b.state_bytes,
+            "rows_dropped_by_watermark": b.rows_dropped_by_watermark, "durations_ms": _json_value(dict(b.durations_ms)),
+            "operators": _json_value([dict(op) for op in b.operators]),
+        }
+        for b in observation.batches
+    ]
+    streams = [{"stream_name": s.stream, "last_d": s.d, "last_rate_per_second": s.rate_per_second, "updated_at": at}
+               for s in observation.streams]
+    return rows, batches, streams
+
+
+_STREAM_SEEN = update(m.Stream.__table__).where(m.Stream.__table__.c.name == bindparam("stream_name"))
+"""Sets the columns each parameter set names (``last_d``, ``last_rate_per_second``, ``updated_at``)."""
+
+
+def write_observation(session: Session, values: ObservationValues) -> None:
+    """Write ``observation_values`` in the caller's transaction: one statement per table (Core, not ORM objects —
+    a thousand agent queries write ~2000 rows a second)."""
+    rows, batches, streams = values
+    if rows:
+        session.execute(insert(m.ObservationRow.__table__), rows)
+    if batches:
+        session.execute(insert(m.BatchRow.__table__), batches)
+    if streams:  # the configured streams' last measurement; an agent's streams have no row here and change nothing
+        session.execute(_STREAM_SEEN, streams)
+
+
 def _upsert(session: Session, model: Any, values: Sequence[dict[str, Any]]) -> None:
-    """Insert or replace rows of a table keyed by ``query`` (the same on SQLite and PostgreSQL)."""
-    for value in values:
-        row = session.get(model, value["query"])
-        if row is None:
-            session.add(model(**value))
-        else:
-            for key, item in value.items():
-                setattr(row, key, item)
+    """Insert or replace rows of a table keyed by ``query`` (the same on SQLite and PostgreSQL): one statement for all
+    rows (``INSERT … ON CONFLICT (query) DO UPDATE``), not a read per row, since the daemon writes a thousand at once."""
+    if not values:
+        return
+    table = model.__table__
+    dialect = session.connection().dialect.name
+    upsert = (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
+    last = {value["query"]: value for value in values}  # a query given twice: the later row wins, as row by row
+    by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for value in last.values():  # one statement per set of columns given (columns left out keep their values)
+        by_columns.setdefault(tuple(sorted(value)), []).append(value)
+    for columns, rows in by_columns.items():
+        statement = upsert.on_conflict_do_update(index_elements=[table.c.query],
+                                                 set_={c: upsert.excluded[c] for c in columns if c != "query"})
+        session.execute(statement, rows)
 
 
 def _settings(doc: Mapping[str, Any]) -> QuerySettings:
