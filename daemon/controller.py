@@ -35,6 +35,7 @@ from armd.adapters.store import applications as apps
 from armd.adapters.store.applications import GovernedQuery
 from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, observe, orders_for_model
 from armd.control.desired import not_asked_yet
+from armd.control.estimates import EstimateLog
 from armd.control import feedback
 from armd.control.feedback import FeedbackState
 from armd.control.errors import TemporaryError
@@ -78,6 +79,7 @@ class Controller:
         self.started = clock()
         self.counters: Counter[str] = Counter()
         self.outbox = Outbox(clock, log)
+        self.estimate_log = EstimateLog()
         self.changed_at: dict[str, float] = {}
         self.migrating: set[str] = set()
         """Queries whose live migration runs, as the applying side last reported (``ActualState.phase``)."""
@@ -282,9 +284,10 @@ class Controller:
         self.state = observed.state
         self._record("observation", lambda: self.store.record_observation(own))
         if observed.estimates:
-            rows = observed.estimates
-            self._record("estimates", lambda: self.store.record_estimates(at, rows))
-            self.metrics.estimates(rows)
+            rows = self.estimate_log.due(observed.estimates, (at - self.started).total_seconds())
+            if rows:  # a row when an estimate moved or grew old (control/estimates.py), not a thousand each second
+                self._record("estimates", lambda: self.store.record_estimates(at, rows))
+            self.metrics.estimates(observed.estimates)
         self.counters["observations"] += 1
         if observed.measured:
             self.metrics.measured(observed.measured)

@@ -31,7 +31,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, bindparam, create_engine, delete, event, func, insert, select, text, true, update
+from sqlalchemy import Engine, Text, bindparam, cast, create_engine, delete, event, func, insert, select, text, true, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
@@ -136,6 +136,8 @@ class SqlStore:
         self._file: FileIdentity | None = None
         """For a SQLite file: which file was opened, checked before every call (see ``sqlite_file.py``)."""
         self.lost: str | None = None
+        self._parsed_settings: dict[str, QuerySettings] = {}
+        """``actual_states``: settings parsed, by their JSON text."""
         """Why the SQLite file is no longer the one opened; once set, every call raises ``StoreLost``."""
 
     # ---------------------------------------------------------------- opening
@@ -586,14 +588,25 @@ class SqlStore:
         self._call(lambda session: _upsert(session, m.ActualStateRow, [value]))
 
     def actual_states(self, queries: Iterable[str] | None = None) -> dict[str, ActualState]:
-        table = m.ActualStateRow.__table__  # plain rows, not ORM objects: the daemon reads a thousand each observation
-        wanted = select(table)
+        # Plain rows, the settings as JSON text parsed once per distinct text: the daemon reads a thousand rows each
+        # observation, and they hardly change.
+        wanted = select(*_ACTUAL_COLUMNS)
         if queries is not None:
-            wanted = wanted.where(table.c.query.in_(sorted(queries)))
+            wanted = wanted.where(m.ActualStateRow.__table__.c.query.in_(sorted(queries)))
+        parsed = self._parsed_settings
+        if len(parsed) > SETTINGS_CACHE:
+            parsed.clear()
+
+        def settings(doc: str | None) -> QuerySettings | None:
+            if doc is None:
+                return None
+            if doc not in parsed:
+                parsed[doc] = _settings(json.loads(doc))
+            return parsed[doc]
 
         def run(session: Session) -> dict[str, ActualState]:
             return {r.query: ActualState(
-                r.query, int(r.plan_version), None if r.settings is None else _settings(r.settings), r.phase, r.join_order,
+                r.query, int(r.plan_version), settings(r.settings), r.phase, None if r.join_order is None else json.loads(r.join_order),
                 r.migration_state, None if r.target_version is None else int(r.target_version), int(r.attempts), r.error,
                 r.retry_at, r.extra_state_bytes, r.at) for r in session.execute(wanted)}
 
@@ -804,6 +817,11 @@ class SqlStore:
         return f"SqlStore({self.url_redacted!r})"
 
 
+_ACTUAL_COLUMNS = tuple(cast(c, Text).label(c.name) if c.name in ("settings", "join_order") else c
+                        for c in m.ActualStateRow.__table__.columns)
+"""``actual_states`` columns, the JSON ones as their text."""
+SETTINGS_CACHE = 100_000
+"""Distinct settings texts kept parsed (a thousand queries with a few versions each); beyond, parsed afresh."""
 _DECISION_COLUMNS = tuple(m.Decision.__table__.columns.keys())
 _EVENT_COLUMNS = tuple(m.Event.__table__.columns.keys())
 _MIGRATION_COLUMNS = tuple(m.Migration.__table__.columns.keys())
