@@ -422,6 +422,34 @@ class SqlStore:
             uid=record.id,
         )
 
+    def record_admissions(self, statuses: Sequence[tuple[str, str, str | None]], events: Sequence[EventRecord],
+                          at: datetime) -> None:
+        """Admission verdicts and their events in one transaction: one statement per table, not one commit per query."""
+        at = _utc(at)
+        for _query, status, _reason in statuses:
+            if status not in m.QUERY_STATUSES:
+                raise ValueError(f"query status {status!r} is not one of {', '.join(m.QUERY_STATUSES)}")
+        for event in events:
+            if event.severity not in m.SEVERITIES:
+                raise ValueError(f"event severity {event.severity!r} is not one of {', '.join(m.SEVERITIES)}")
+        table = m.Query.__table__
+        values = [{"b_name": q, "status": status, "status_reason": reason, "updated_at": at} for q, status, reason in statuses]
+        rows = [{"at": _utc(e.at), "kind": e.kind, "severity": e.severity, "query": e.query, "message": e.message,
+                 "details": _json_value(e.details)} for e in events]
+        names = {q for q, _status, _reason in statuses}
+
+        def run(session: Session) -> None:
+            if values:
+                known = set(session.scalars(select(table.c.name).where(table.c.name.in_(sorted(names)))))
+                if known != names:
+                    raise KeyError(f"no quer{'y' if len(names - known) == 1 else 'ies'} {', '.join(sorted(names - known))} "
+                                   "in the metadata store; sync_config must record them first")
+                session.execute(update(table).where(table.c.name == bindparam("b_name")), values)
+            if rows:
+                session.execute(insert(m.Event.__table__), rows)
+
+        self._call(run)
+
     def record_event(self, event: EventRecord) -> int:
         if event.severity not in m.SEVERITIES:
             raise ValueError(f"event severity {event.severity!r} is not one of {', '.join(m.SEVERITIES)}")
