@@ -7,7 +7,8 @@ reconciling code, with generated progress; each reports every second. They
 run as threads in a few worker processes (``--workers``), so their Python
 does not share one interpreter lock with each other or the daemon.
 
-What is measured, over ``--seconds`` once every query has been admitted:
+What is measured, over ``--seconds`` once every query has been admitted and
+the daemon has made its first decision over the whole fleet (the warm-up):
 
 * ``observation_lag_p99_s``: the daemon's own histogram
   ``armd_agent_observation_lag_seconds`` (from an application's report to
@@ -20,6 +21,14 @@ What is measured, over ``--seconds`` once every query has been admitted:
   before the applications register;
 * ``store_rows_per_day``: rows added to the store's tables in the window,
   per day at that pace.
+
+Beside them, to judge a figure: ``observation_rows_per_s`` (rows the daemon
+read, against ``expected_rows_per_s`` when every application reports each
+second), ``daemon_cpu_per_s`` and ``agents_cpu_per_s`` (CPU seconds per
+second of the daemon's process and of the applications' processes), the
+load average at both ends, the desired settings the decisions changed and
+the daemon's warnings in the window (``cycle_slow``, ``job_skipped``: a cycle
+longer than its interval).
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parent.parent
 APPS_PER_STORE = 5
+SETTLE_LIMIT = 60.0
+"""Longest wait, once every query is admitted, for the first decision over the whole fleet before measuring."""
 LAG_TOP = 30.0
 """The daemon's last finite lag bucket (``daemon/metrics.py`` ``LAG_BUCKETS``): a p99 beyond it is reported as over it."""
 """Simulated applications sharing one store (its pool holds 15 connections): an application holds one per round."""
@@ -252,9 +263,13 @@ def run(agents: int, queries: int, seconds: float, workers: int, rate: float, wa
         total = agents * queries
         while admitted(engine) < total and time.time() < started + warmup_limit:
             time.sleep(1.0)
+        joined, all_in = admitted(engine), time.time()
+        # Part of the warm-up: the daemon taking in the whole fleet (one reconfiguration over every query) and the first
+        # decision over it; measuring starts two cycles after that decision (or after SETTLE_LIMIT seconds without one).
+        while not any(t > all_in for t, _ms, _n in decisions) and time.time() < all_in + SETTLE_LIMIT:
+            time.sleep(0.5)
+        time.sleep(2)
         warmup = time.time() - started
-        joined = admitted(engine)
-        time.sleep(3)  # the first decision over the whole fleet is part of the warm-up
         workers_pids = [p.pid for p in procs if p.pid is not None]
         load_before = os.getloadavg()[0]
         before, rows_before, t0, workers_before = scrape(port), rows(engine), time.time(), cpu_seconds(workers_pids)
