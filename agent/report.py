@@ -45,9 +45,8 @@ class Reporter:
 
     def report(self, at: datetime, observation: Observation) -> None:
         """The application is alive; the progress of the round (if any) goes to ``observations`` and ``batches``."""
-        apps.seen(self.store, self.app, at)
-        if observation.batches or observation.queries or observation.streams:
-            self.store.record_observation(observation)
+        progress = observation.batches or observation.queries or observation.streams
+        apps.seen(self.store, self.app, at, observation if progress else None)
 
     def stopped(self, at: datetime) -> None:
         apps.stopped(self.store, self.app, at)

@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="elements per second of each query's stream (default 10)")
     parser.add_argument("--warmup-limit", type=float, default=180.0,
                         help="longest wait for every query to be admitted before measuring (default 180 s)")
+    parser.add_argument("--daemon-log", metavar="FILE", help="--simulated-agents: write the daemon's log lines to FILE")
     parser.add_argument("--memory-bytes", type=float, default=None, help="the cluster run's memory bound")
     parser.add_argument("--keep", metavar="DIR", help="the cluster run: keep its files and database in DIR")
     parser.add_argument("--evaluate", metavar="DIR", help="the cluster run: recompute the figures of a run kept in DIR")
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from fleet_agents import run
 
     agents, queries = args.simulated_agents
-    result = run(agents, queries, args.seconds, min(args.workers, agents), args.rate, args.warmup_limit)
+    result = run(agents, queries, args.seconds, min(args.workers, agents), args.rate, args.warmup_limit, args.daemon_log)
     if args.json:
         print(json.dumps(result))
     else:

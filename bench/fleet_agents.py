@@ -7,7 +7,8 @@ reconciling code, with generated progress; each reports every second. They
 run as threads in a few worker processes (``--workers``), so their Python
 does not share one interpreter lock with each other or the daemon.
 
-What is measured, over ``--seconds`` once every query has been admitted:
+What is measured, over ``--seconds`` once every query has been admitted and
+the daemon has made its first decision over the whole fleet (the warm-up):
 
 * ``observation_lag_p99_s``: the daemon's own histogram
   ``armd_agent_observation_lag_seconds`` (from an application's report to
@@ -20,6 +21,14 @@ What is measured, over ``--seconds`` once every query has been admitted:
   before the applications register;
 * ``store_rows_per_day``: rows added to the store's tables in the window,
   per day at that pace.
+
+Beside them, to judge a figure: ``observation_rows_per_s`` (rows the daemon
+read, against ``expected_rows_per_s`` when every application reports each
+second), ``daemon_cpu_per_s`` and ``agents_cpu_per_s`` (CPU seconds per
+second of the daemon's process and of the applications' processes), the
+load average at both ends, the desired settings the decisions changed and
+the daemon's warnings in the window (``cycle_slow``, ``job_skipped``: a cycle
+longer than its interval).
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +56,8 @@ from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parent.parent
 APPS_PER_STORE = 5
+SETTLE_LIMIT = 60.0
+"""Longest wait, once every query is admitted, for the first decision over the whole fleet before measuring."""
 LAG_TOP = 30.0
 """The daemon's last finite lag bucket (``daemon/metrics.py`` ``LAG_BUCKETS``): a p99 beyond it is reported as over it."""
 """Simulated applications sharing one store (its pool holds 15 connections): an application holds one per round."""
@@ -122,7 +134,7 @@ def scrape(port: int) -> dict[str, float]:
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     samples = {}
     for line in body.splitlines():
-        if line.startswith(("armd_agent_observation_lag_seconds", "armd_decision_duration_seconds")):
+        if line.startswith(("armd_agent_observation_lag_seconds", "armd_decision_duration_seconds", "process_cpu_seconds_total")):
             name, value = line.rsplit(" ", 1)
             samples[name] = float(value)
     return samples
@@ -144,6 +156,18 @@ def lag_p99(before: dict[str, float], after: dict[str, float]) -> tuple[float | 
         if cumulative >= 0.99 * count:
             return (None if edge == float("inf") else edge), mean, int(count)
     return None, mean, int(count)  # beyond the last finite bucket: said by ``observation_lag_p99_over_s``
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds (user and system) the processes have used so far, from ``/proc`` (0 where it cannot be read)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -170,7 +194,8 @@ def server_url() -> str:
     return subprocess.run(["bash", str(REPO / "scripts" / "postgres-up")], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def run(agents: int, queries: int, seconds: float, workers: int, rate: float, warmup_limit: float) -> dict[str, Any]:
+def run(agents: int, queries: int, seconds: float, workers: int, rate: float, warmup_limit: float,
+        daemon_log: str | None = None) -> dict[str, Any]:
     from armd.adapters.store.sql import SqlStore
 
     admin = create_engine(server_url(), isolation_level="AUTOCOMMIT")
@@ -194,14 +219,24 @@ def run(agents: int, queries: int, seconds: float, workers: int, rate: float, wa
         decisions: list[tuple[float, float, int]] = []
         slow: list[float] = []
 
+        events: list[tuple[float, str]] = []
+        log = open(daemon_log, "w", buffering=1) if daemon_log else None  # line by line: readable while it runs
+
         def read_log() -> None:
             assert daemon is not None and daemon.stderr is not None
             for line in daemon.stderr:
+                if log is not None:
+                    log.write(line)
                 if '"cycle_slow"' in line or '"job_skipped"' in line:
                     slow.append(time.time())
                 if '"decision_made"' in line:
                     event = json.loads(line)
-                    decisions.append((time.time(), float(event["duration_ms"]), 0))
+                    decisions.append((time.time(), float(event["duration_ms"]), int(event.get("changes") or 0)))
+                elif '"level": "warning"' in line or '"fleet_changed"' in line:
+                    try:
+                        events.append((time.time(), str(json.loads(line).get("event"))))
+                    except ValueError:
+                        pass
 
         threading.Thread(target=read_log, daemon=True).start()
         deadline = time.time() + 60
@@ -228,12 +263,19 @@ def run(agents: int, queries: int, seconds: float, workers: int, rate: float, wa
         total = agents * queries
         while admitted(engine) < total and time.time() < started + warmup_limit:
             time.sleep(1.0)
+        joined, all_in = admitted(engine), time.time()
+        # Part of the warm-up: the daemon taking in the whole fleet (one reconfiguration over every query) and the first
+        # decision over it; measuring starts two cycles after that decision (or after SETTLE_LIMIT seconds without one).
+        while not any(t > all_in for t, _ms, _n in decisions) and time.time() < all_in + SETTLE_LIMIT:
+            time.sleep(0.5)
+        time.sleep(2)
         warmup = time.time() - started
-        joined = admitted(engine)
-        time.sleep(3)  # the first decision over the whole fleet is part of the warm-up
-        before, rows_before, t0 = scrape(port), rows(engine), time.time()
+        workers_pids = [p.pid for p in procs if p.pid is not None]
+        load_before = os.getloadavg()[0]
+        before, rows_before, t0, workers_before = scrape(port), rows(engine), time.time(), cpu_seconds(workers_pids)
         time.sleep(seconds)
-        after, rows_after, t1 = scrape(port), rows(engine), time.time()
+        after, rows_after, t1, workers_after = scrape(port), rows(engine), time.time(), cpu_seconds(workers_pids)
+        daemon_cpu = after.get("process_cpu_seconds_total", 0.0) - before.get("process_cpu_seconds_total", 0.0)
         p99, mean, observed = lag_p99(before, after)
         window = [ms for t, ms, _n in decisions if t0 <= t <= t1]
         stop.set()
@@ -246,12 +288,19 @@ def run(agents: int, queries: int, seconds: float, workers: int, rate: float, wa
             **({"observation_lag_p99_over_s": LAG_TOP} if p99 is None and observed else {}),
             "store_rows_per_day": round((rows_after - rows_before) / (t1 - t0) * 86400),
             "observation_lag_mean_s": None if mean is None else round(mean, 3), "lag_rows": observed,
+            # rows the daemon read per second, against every query's stream and query row each second
+            "observation_rows_per_s": round(observed / (t1 - t0), 1), "expected_rows_per_s": 2 * total,
             "decision_ms_median": percentile(window, 0.5), "decisions": len(window),
+            "desired_changes": sum(n for t, _ms, n in decisions if t0 <= t <= t1),
+            "daemon_warnings": dict(Counter(kind for t, kind in events if t0 <= t <= t1)),
             "baseline_decision_ms": percentile(baseline, 0.99), "baseline_decisions": len(baseline),
             "admitted": joined, "warmup_s": round(warmup, 1), "seconds": round(t1 - t0, 1), "workers": workers,
             "agent_round_errors": sum(r["errors"] for r in results),
             "daemon_steps_slow_or_skipped": sum(1 for t in slow if t0 <= t <= t1),
-            "load_average": os.getloadavg()[0],
+            "load_average": os.getloadavg()[0], "load_average_at_start": load_before,
+            # CPU used per second of the window: the daemon's whole process, and the simulated applications' processes
+            "daemon_cpu_per_s": round(daemon_cpu / (t1 - t0), 3),
+            "agents_cpu_per_s": round((workers_after - workers_before) / (t1 - t0), 3),
             "targets": {"observation_lag_p99_s": 2.0, "decision_ms": 1000.0},
         }
     finally:

@@ -356,6 +356,12 @@ class Store(Protocol):
 
     def record_event(self, event: EventRecord) -> int: ...
 
+    def record_admissions(self, statuses: Sequence[tuple[str, str, str | None]], events: Sequence[EventRecord],
+                          at: datetime) -> None:
+        """Admission verdicts — (query, status, reason) each, as ``set_query_status`` — and their events, in one
+        transaction (a fleet's thousand queries arrive together); an unknown query refuses them all."""
+        ...
+
     def record_migration(
         self, query: str, strategy: str, state: str, at: datetime, split_time: float | None = None,
         details: Mapping[str, Any] | None = None, uid: str | None = None,

@@ -35,6 +35,7 @@ from armd.adapters.store import applications as apps
 from armd.adapters.store.applications import GovernedQuery
 from armd.control.cycle import Changes, Snapshot, Tick, decide, initial_state, observe, orders_for_model
 from armd.control.desired import not_asked_yet
+from armd.control.estimates import EstimateLog
 from armd.control import feedback
 from armd.control.feedback import FeedbackState
 from armd.control.errors import TemporaryError
@@ -78,6 +79,7 @@ class Controller:
         self.started = clock()
         self.counters: Counter[str] = Counter()
         self.outbox = Outbox(clock, log)
+        self.estimate_log = EstimateLog()
         self.changed_at: dict[str, float] = {}
         self.migrating: set[str] = set()
         """Queries whose live migration runs, as the applying side last reported (``ActualState.phase``)."""
@@ -282,9 +284,10 @@ class Controller:
         self.state = observed.state
         self._record("observation", lambda: self.store.record_observation(own))
         if observed.estimates:
-            rows = observed.estimates
-            self._record("estimates", lambda: self.store.record_estimates(at, rows))
-            self.metrics.estimates(rows)
+            rows = self.estimate_log.due(observed.estimates, (at - self.started).total_seconds())
+            if rows:  # a row when an estimate moved or grew old (control/estimates.py), not a thousand each second
+                self._record("estimates", lambda: self.store.record_estimates(at, rows))
+            self.metrics.estimates(observed.estimates)
         self.counters["observations"] += 1
         if observed.measured:
             self.metrics.measured(observed.measured)
@@ -321,17 +324,22 @@ class Controller:
         for query in tick.removed:
             self.running.pop(query, None)
             self.metrics.forget(query)
+        statuses: list[tuple[str, str, str | None]] = []
+        events: list[EventRecord] = []
         for verdict in tick.admissions:
             query, status = verdict.query, "active" if verdict.admitted else "rejected"
             if verdict.admitted:
                 # A re-admission goes to the alert hooks like the rejection did: the same people are told.
                 readmitted = query in tick.readmitted
                 self.emit("query_admitted", "info", verdict.reason, query, {"readmitted": True} if readmitted else None,
-                          notice=readmitted)
+                          notice=readmitted, into=events)
             else:
                 self.emit("query_rejected", "warning", verdict.reason, query,
-                            {"memory_shortfall_bytes": verdict.memory_shortfall, "cpu_shortfall": verdict.cpu_shortfall})
-            self._record("status", lambda q=query, s=status, r=verdict.reason: self.store.set_query_status(q, s, at, r))
+                          {"memory_shortfall_bytes": verdict.memory_shortfall, "cpu_shortfall": verdict.cpu_shortfall},
+                          into=events)
+            statuses.append((query, status, verdict.reason))
+        if statuses:  # one transaction for a fleet's verdicts, not two per query
+            self._record("status", lambda: self.store.record_admissions(statuses, events, at))
 
     def _decided(self, tick: Tick) -> None:
         """Record the decision with its estimates, write the desired settings, hand the changes to the applying side."""
@@ -432,12 +440,15 @@ class Controller:
         self.emit(event.kind, event.severity, event.message, event.query, dict(event.details), **fields)
 
     def emit(self, kind: str, severity: str, message: str, query: str | None, details: dict[str, Any] | None = None,
-             *, alert: bool = True, notice: bool = False, **fields: Any) -> None:
-        """Log (with ``fields`` bound, e.g. ``policy``, ``migration``), record and — when it is a warning or an error, or a
-        ``notice`` — alert."""
+             *, alert: bool = True, notice: bool = False, into: list[EventRecord] | None = None, **fields: Any) -> None:
+        """Log (with ``fields`` bound, e.g. ``policy``, ``migration``), record (or append to ``into``, for the caller to
+        record with others) and — when it is a warning or an error, or a ``notice`` — alert."""
         event = EventRecord(self.clock(), kind, severity, self.config.redact(message), query, json_safe(details or {}))
         getattr(self.log, severity)(kind, query=query, message=event.message, **{k: v for k, v in fields.items() if v is not None})
-        self._record("event", lambda: self.store.record_event(event))
+        if into is not None:
+            into.append(event)
+        else:
+            self._record("event", lambda: self.store.record_event(event))
         if (alert and (severity != "info" or kind in RESOLVES)) or notice:  # an info that ends a condition resolves its alert
             self.alerts.alert(event)
 

@@ -15,10 +15,12 @@ plans, into one ``Observation``:
 * a query's state and selectivities are its latest report's;
 * every batch is passed on, once.
 
-Rows are picked by id and a short look-back on their time (``lookback_seconds``):
-with several applications writing at once, a row may commit after a row
-with a larger id was read, so ids already passed on are remembered for the
-look-back rather than read by a high-water mark.
+Rows are read by id, from the lowest id not passed on yet (``IdCursor``), so
+each observation reads what is new rather than a window of time again: with
+several applications writing at once, a row may commit after a row with a
+larger id was read, so an id missing below the largest one seen is waited
+for (read again from there) for ``lookback_seconds``, then given up (an
+insert that was rolled back leaves a hole for good).
 
 The caller must not record the observation again (its rows are in the store
 already).
@@ -30,7 +32,7 @@ import math
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Collection
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamStats
@@ -39,10 +41,40 @@ from . import models as m
 from .sql import SqlStore
 
 LOOKBACK_SECONDS = 3.0
-"""Rows are read again this far back: enough for a late commit or a little clock skew between hosts; short, since
-every observation reads the whole look-back (a thousand queries reporting each second write ~2000 rows/s)."""
+"""How long an id missing below the largest id read is waited for: enough for a late commit."""
 MAX_GAP = timedelta(seconds=60)
-"""After a longer pause (the fleet was empty) reading starts this far back, not at the last read."""
+"""Rows stamped longer ago than this before the read are not read (the first read, and after a long pause)."""
+MAX_MISSING = 100_000
+"""Ids further under the largest one read are not waited for (a table that grew by that much between two reads)."""
+
+
+class IdCursor:
+    """Which ids of one table were passed on: every id up to ``floor``, and ``seen`` above it.
+
+    ``missing`` holds the ids under the largest one seen that were not read yet, with the time they were first missed;
+    the floor stays under the oldest of them until it is read or has been missed for longer than the look-back."""
+
+    def __init__(self) -> None:
+        self.floor: int | None = None
+        """Ids up to here are done with; ``None`` before the first read."""
+        self.seen: set[int] = set()
+        self.missing: dict[int, datetime] = {}
+
+    def fresh(self, ids: list[int], at: datetime, lookback: timedelta) -> list[bool]:
+        """Which of ``ids`` (read above ``floor``) are new; then move the floor past what is done."""
+        new = [i not in self.seen for i in ids]
+        self.seen.update(ids)
+        if not self.seen:
+            return new
+        high = max(self.seen)
+        low = min(self.seen) - 1 if self.floor is None else max(self.floor, high - MAX_MISSING)
+        for i in range(low + 1, high + 1):
+            if i not in self.seen:
+                self.missing.setdefault(i, at)
+        self.missing = {i: t for i, t in self.missing.items() if i not in self.seen and at - t <= lookback}
+        self.floor = min(self.missing) - 1 if self.missing else high
+        self.seen = {i for i in self.seen if i > self.floor}
+        return new
 
 
 class AgentStats:
@@ -53,8 +85,8 @@ class AgentStats:
             raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
         self.store, self.time_unit_seconds = store, float(time_unit_seconds)
         self.lookback = timedelta(seconds=float(lookback_seconds))
-        self._last = since.astimezone(timezone.utc)
-        self._seen: dict[tuple[str, int], datetime] = {}
+        self._since = since.astimezone(timezone.utc)
+        self._cursors = {"o": IdCursor(), "b": IdCursor()}
         self.wanted = wanted
         """(queries, streams) to pass on, when the caller knows them (the daemon's fleet); else read each time."""
         self.lags: list[float] = []
@@ -62,14 +94,13 @@ class AgentStats:
 
     def observe(self, at: datetime) -> Observation:
         at = at.astimezone(timezone.utc)
-        low = max(self._last, at - MAX_GAP) - self.lookback  # after a long pause (no fleet), not the whole past
+        low = max(self._since, at - MAX_GAP) - self.lookback
         known = None if self.wanted is None else tuple(set(x) for x in self.wanted())
-        observations, batches, queries, streams = self.store.transact(lambda s: self._read(s, low, at, known))
-        self._last = max(self._last, at)
-        self._seen = {k: t for k, t in self._seen.items() if t >= low}
-        fresh_obs = [r for r in observations if self._new("o", r.id, r.at)]
+        floors = {k: c.floor for k, c in self._cursors.items()}
+        observations, batches, queries, streams = self.store.transact(lambda s: self._read(s, low, floors, known))
+        fresh_obs = self._fresh("o", observations, at)
         self.lags = [(at - _aware(r.at)).total_seconds() for r in fresh_obs]
-        fresh_batches = [b for b in batches if self._new("b", b.id, b.at)]
+        fresh_batches = self._fresh("b", batches, at)
         return Observation(at, self._streams(fresh_obs, streams), self._queries(fresh_obs, queries),
                            [self._batch(b) for b in fresh_batches if b.query in queries])
 
@@ -79,20 +110,24 @@ class AgentStats:
     # --- reading ---
 
     @staticmethod
-    def _read(session: Session, low: datetime, at: datetime,
+    def _read(session: Session, low: datetime, floors: dict[str, int | None],
               known: tuple[set[str], ...] | None) -> tuple[list[Any], list[Any], set[str], set[str]]:
         queries, streams = known if known is not None else _registered(session)
-        # Plain rows, not ORM objects: a thousand queries put thousands of rows in each look-back.
-        o, b = m.ObservationRow.__table__.c, m.BatchRow.__table__.c
-        observations = list(session.execute(select(m.ObservationRow.__table__).where(o.at > low, o.at <= at).order_by(o.at, o.id)))
-        batches = list(session.execute(select(m.BatchRow.__table__).where(b.at > low, b.at <= at).order_by(b.at, b.id)))
-        return observations, batches, queries, streams
+        # Plain rows, not ORM objects: a thousand queries write two thousand rows a second.
+        sqlite = session.connection().dialect.name == "sqlite"
+        out = []
+        for kind, table in (("o", m.ObservationRow.__table__), ("b", m.BatchRow.__table__)):
+            wanted = select(table).where(table.c.at > low)  # committed is read, whatever the clock of its host said
+            floor = floors[kind]
+            # SQLite hands ids out again once the newest rows are gone (pruned); PostgreSQL's sequences never do
+            if floor is not None and not (sqlite and (session.scalar(select(func.max(table.c.id))) or 0) < floor):
+                wanted = wanted.where(table.c.id > floor)
+            out.append(list(session.execute(wanted.order_by(table.c.at, table.c.id))))
+        return out[0], out[1], queries, streams
 
-    def _new(self, kind: str, row_id: int, at: datetime) -> bool:
-        if (kind, row_id) in self._seen:
-            return False
-        self._seen[(kind, row_id)] = at
-        return True
+    def _fresh(self, kind: str, rows: list[Any], at: datetime) -> list[Any]:
+        new = self._cursors[kind].fresh([int(r.id) for r in rows], at, self.lookback)
+        return [r for r, n in zip(rows, new) if n]
 
     # --- combining ---
 

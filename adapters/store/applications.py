@@ -19,8 +19,10 @@ from typing import Any, Mapping
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from armd.control.ports import Observation
+
 from . import models as m
-from .sql import SqlStore, _json_value
+from .sql import SqlStore, _json_value, observation_values, write_observation
 
 MODES = ("apply", "recommend")
 
@@ -91,11 +93,18 @@ def register_queries(store: SqlStore, app: str, rows: list[AgentQueryRow], at: d
     store.transact(run)
 
 
-def seen(store: SqlStore, app: str, at: datetime) -> None:
-    """The application is alive (each report)."""
+def seen(store: SqlStore, app: str, at: datetime, observation: Observation | None = None) -> None:
+    """The application is alive (each report); with the round's ``observation`` written in the same transaction (one
+    commit per application and round: a thousand queries report every second)."""
     at = _utc(at)
-    store.transact(lambda s: s.execute(update(m.Application).where(m.Application.app == app)
-                                       .values(last_seen_at=at, status="running")))
+    values = observation_values(observation) if observation is not None else None
+
+    def run(session: Session) -> None:
+        session.execute(update(m.Application).where(m.Application.app == app).values(last_seen_at=at, status="running"))
+        if values is not None:
+            write_observation(session, values)
+
+    store.transact(run)
 
 
 def stopped(store: SqlStore, app: str, at: datetime) -> None:

@@ -31,7 +31,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text, true, update
+from sqlalchemy import Engine, Text, bindparam, cast, create_engine, delete, event, func, insert, select, text, true, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.orm import Session
@@ -134,6 +136,8 @@ class SqlStore:
         self._file: FileIdentity | None = None
         """For a SQLite file: which file was opened, checked before every call (see ``sqlite_file.py``)."""
         self.lost: str | None = None
+        self._parsed_settings: dict[str, QuerySettings] = {}
+        """``actual_states``: settings parsed, by their JSON text."""
         """Why the SQLite file is no longer the one opened; once set, every call raises ``StoreLost``."""
 
     # ---------------------------------------------------------------- opening
@@ -394,52 +398,8 @@ class SqlStore:
         return self._call(run)
 
     def record_observation(self, observation: Observation) -> None:
-        at = _utc(observation.at)
-        rows: list[dict[str, Any]] = [
-            {
-                "at": at, "stream": s.stream, "query": None, "rows": s.rows, "interval_seconds": s.interval_seconds,
-                "rate_per_second": s.rate_per_second, "d": s.d, "l": s.l, "g": s.g,
-                "state_rows": None, "state_bytes": None, "selectivities": None, "pair_selectivities": None,
-                "measured_inputs": None,
-            }
-            for s in observation.streams
-        ]
-        rows += [
-            {
-                "at": at, "stream": None, "query": q.query, "rows": None, "interval_seconds": None,
-                "rate_per_second": None, "d": None, "l": None, "g": None,
-                "state_rows": q.state_rows, "state_bytes": q.state_bytes, "selectivities": _json_value(q.selectivities),
-                "pair_selectivities": _json_value(dict(q.pair_selectivities)) if q.pair_selectivities else None,
-                "measured_inputs": _measured_inputs(q),
-            }
-            for q in observation.queries
-        ]
-
-        batches = [
-            {
-                "query": b.query, "run_id": b.run_id, "plan_version": b.plan_version, "batch_id": b.batch_id,
-                "at": _utc(b.at), "input_rows": b.input_rows, "batch_ms": b.batch_ms,
-                "event_min": b.event_min and _utc(b.event_min), "event_max": b.event_max and _utc(b.event_max),
-                "watermark": b.watermark and _utc(b.watermark), "state_rows": b.state_rows, "state_bytes": b.state_bytes,
-                "rows_dropped_by_watermark": b.rows_dropped_by_watermark, "durations_ms": _json_value(dict(b.durations_ms)),
-                "operators": _json_value([dict(op) for op in b.operators]),
-            }
-            for b in observation.batches
-        ]
-
-        def run(session: Session) -> None:
-            if rows:
-                session.execute(insert(m.ObservationRow), rows)
-            if batches:
-                session.execute(insert(m.BatchRow), batches)
-            for s in observation.streams:
-                session.execute(
-                    update(m.Stream)
-                    .where(m.Stream.name == s.stream)
-                    .values(last_d=s.d, last_rate_per_second=s.rate_per_second, updated_at=at)
-                )
-
-        self._call(run)
+        values = observation_values(observation)
+        self._call(lambda session: write_observation(session, values))
 
     def record_estimates(self, at: datetime, rows: Sequence[EstimateRow], decision_id: int | None = None) -> None:
         at = _utc(at)
@@ -447,7 +407,7 @@ class SqlStore:
 
         def run(session: Session) -> None:
             if values:
-                session.execute(insert(m.Estimate), values)
+                session.execute(insert(m.Estimate.__table__), values)
 
         self._call(run)
 
@@ -461,6 +421,34 @@ class SqlStore:
             duration_ms=record.duration_ms, inputs=_json_value(record.inputs), outputs=_json_value(record.outputs),
             uid=record.id,
         )
+
+    def record_admissions(self, statuses: Sequence[tuple[str, str, str | None]], events: Sequence[EventRecord],
+                          at: datetime) -> None:
+        """Admission verdicts and their events in one transaction: one statement per table, not one commit per query."""
+        at = _utc(at)
+        for _query, status, _reason in statuses:
+            if status not in m.QUERY_STATUSES:
+                raise ValueError(f"query status {status!r} is not one of {', '.join(m.QUERY_STATUSES)}")
+        for event in events:
+            if event.severity not in m.SEVERITIES:
+                raise ValueError(f"event severity {event.severity!r} is not one of {', '.join(m.SEVERITIES)}")
+        table = m.Query.__table__
+        values = [{"b_name": q, "status": status, "status_reason": reason, "updated_at": at} for q, status, reason in statuses]
+        rows = [{"at": _utc(e.at), "kind": e.kind, "severity": e.severity, "query": e.query, "message": e.message,
+                 "details": _json_value(e.details)} for e in events]
+        names = {q for q, _status, _reason in statuses}
+
+        def run(session: Session) -> None:
+            if values:
+                known = set(session.scalars(select(table.c.name).where(table.c.name.in_(sorted(names)))))
+                if known != names:
+                    raise KeyError(f"no quer{'y' if len(names - known) == 1 else 'ies'} {', '.join(sorted(names - known))} "
+                                   "in the metadata store; sync_config must record them first")
+                session.execute(update(table).where(table.c.name == bindparam("b_name")), values)
+            if rows:
+                session.execute(insert(m.Event.__table__), rows)
+
+        self._call(run)
 
     def record_event(self, event: EventRecord) -> int:
         if event.severity not in m.SEVERITIES:
@@ -603,14 +591,15 @@ class SqlStore:
     """``desired_settings`` and ``actual_states`` take ``queries=`` (an application reads its own rows only)."""
 
     def desired_settings(self, queries: Iterable[str] | None = None) -> dict[str, DesiredSettings]:
-        wanted = select(m.DesiredSettingsRow)
+        table = m.DesiredSettingsRow.__table__  # plain rows, not ORM objects: the daemon reads a thousand each tick
+        wanted = select(table)
         if queries is not None:
-            wanted = wanted.where(m.DesiredSettingsRow.query.in_(sorted(queries)))
+            wanted = wanted.where(table.c.query.in_(sorted(queries)))
 
         def run(session: Session) -> dict[str, DesiredSettings]:
             return {r.query: DesiredSettings(r.query, int(r.plan_version), _settings(r.settings), r.join_order, bool(r.may_start),
                                              bool(r.recommend_only), r.decision_id, r.at, r.reason or {})
-                    for r in session.scalars(wanted)}
+                    for r in session.execute(wanted)}
 
         return self._call(run)
 
@@ -627,15 +616,27 @@ class SqlStore:
         self._call(lambda session: _upsert(session, m.ActualStateRow, [value]))
 
     def actual_states(self, queries: Iterable[str] | None = None) -> dict[str, ActualState]:
-        wanted = select(m.ActualStateRow)
+        # Plain rows, the settings as JSON text parsed once per distinct text: the daemon reads a thousand rows each
+        # observation, and they hardly change.
+        wanted = select(*_ACTUAL_COLUMNS)
         if queries is not None:
-            wanted = wanted.where(m.ActualStateRow.query.in_(sorted(queries)))
+            wanted = wanted.where(m.ActualStateRow.__table__.c.query.in_(sorted(queries)))
+        parsed = self._parsed_settings
+        if len(parsed) > SETTINGS_CACHE:
+            parsed.clear()
+
+        def settings(doc: str | None) -> QuerySettings | None:
+            if doc is None:
+                return None
+            if doc not in parsed:
+                parsed[doc] = _settings(json.loads(doc))
+            return parsed[doc]
 
         def run(session: Session) -> dict[str, ActualState]:
             return {r.query: ActualState(
-                r.query, int(r.plan_version), None if r.settings is None else _settings(r.settings), r.phase, r.join_order,
+                r.query, int(r.plan_version), settings(r.settings), r.phase, None if r.join_order is None else json.loads(r.join_order),
                 r.migration_state, None if r.target_version is None else int(r.target_version), int(r.attempts), r.error,
-                r.retry_at, r.extra_state_bytes, r.at) for r in session.scalars(wanted)}
+                r.retry_at, r.extra_state_bytes, r.at) for r in session.execute(wanted)}
 
         return self._call(run)
 
@@ -852,6 +853,11 @@ class SqlStore:
         return f"SqlStore({self.url_redacted!r})"
 
 
+_ACTUAL_COLUMNS = tuple(cast(c, Text).label(c.name) if c.name in ("settings", "join_order") else c
+                        for c in m.ActualStateRow.__table__.columns)
+"""``actual_states`` columns, the JSON ones as their text."""
+SETTINGS_CACHE = 100_000
+"""Distinct settings texts kept parsed (a thousand queries with a few versions each); beyond, parsed afresh."""
 _DECISION_COLUMNS = tuple(m.Decision.__table__.columns.keys())
 _EVENT_COLUMNS = tuple(m.Event.__table__.columns.keys())
 _MIGRATION_COLUMNS = tuple(m.Migration.__table__.columns.keys())
@@ -863,15 +869,80 @@ def _last_decision(session: Session) -> dict[str, Any] | None:
     return _row_dict(row, _DECISION_COLUMNS) if row is not None else None
 
 
+ObservationValues = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+"""An observation as rows of ``observations``, rows of ``batches`` and updates of ``streams`` (``observation_values``)."""
+
+
+def observation_values(observation: Observation) -> ObservationValues:
+    """The rows ``record_observation`` writes (built before the transaction: a naive time is refused at once)."""
+    at = _utc(observation.at)
+    rows: list[dict[str, Any]] = [
+        {
+            "at": at, "stream": s.stream, "query": None, "rows": s.rows, "interval_seconds": s.interval_seconds,
+            "rate_per_second": s.rate_per_second, "d": s.d, "l": s.l, "g": s.g,
+            "state_rows": None, "state_bytes": None, "selectivities": None, "pair_selectivities": None,
+            "measured_inputs": None,
+        }
+        for s in observation.streams
+    ]
+    rows += [
+        {
+            "at": at, "stream": None, "query": q.query, "rows": None, "interval_seconds": None,
+            "rate_per_second": None, "d": None, "l": None, "g": None,
+            "state_rows": q.state_rows, "state_bytes": q.state_bytes, "selectivities": _json_value(q.selectivities),
+            "pair_selectivities": _json_value(dict(q.pair_selectivities)) if q.pair_selectivities else None,
+            "measured_inputs": _measured_inputs(q),
+        }
+        for q in observation.queries
+    ]
+    batches = [
+        {
+            "query": b.query, "run_id": b.run_id, "plan_version": b.plan_version, "batch_id": b.batch_id,
+            "at": _utc(b.at), "input_rows": b.input_rows, "batch_ms": b.batch_ms,
+            "event_min": b.event_min and _utc(b.event_min), "event_max": b.event_max and _utc(b.event_max),
+            "watermark": b.watermark and _utc(b.watermark), "state_rows": b.state_rows, "state_bytes": b.state_bytes,
+            "rows_dropped_by_watermark": b.rows_dropped_by_watermark, "durations_ms": _json_value(dict(b.durations_ms)),
+            "operators": _json_value([dict(op) for op in b.operators]),
+        }
+        for b in observation.batches
+    ]
+    streams = [{"stream_name": s.stream, "last_d": s.d, "last_rate_per_second": s.rate_per_second, "updated_at": at}
+               for s in observation.streams]
+    return rows, batches, streams
+
+
+_STREAM_SEEN = update(m.Stream.__table__).where(m.Stream.__table__.c.name == bindparam("stream_name"))
+"""Sets the columns each parameter set names (``last_d``, ``last_rate_per_second``, ``updated_at``)."""
+
+
+def write_observation(session: Session, values: ObservationValues) -> None:
+    """Write ``observation_values`` in the caller's transaction: one statement per table (Core, not ORM objects —
+    a thousand agent queries write ~2000 rows a second)."""
+    rows, batches, streams = values
+    if rows:
+        session.execute(insert(m.ObservationRow.__table__), rows)
+    if batches:
+        session.execute(insert(m.BatchRow.__table__), batches)
+    if streams:  # the configured streams' last measurement; an agent's streams have no row here and change nothing
+        session.execute(_STREAM_SEEN, streams)
+
+
 def _upsert(session: Session, model: Any, values: Sequence[dict[str, Any]]) -> None:
-    """Insert or replace rows of a table keyed by ``query`` (the same on SQLite and PostgreSQL)."""
-    for value in values:
-        row = session.get(model, value["query"])
-        if row is None:
-            session.add(model(**value))
-        else:
-            for key, item in value.items():
-                setattr(row, key, item)
+    """Insert or replace rows of a table keyed by ``query`` (the same on SQLite and PostgreSQL): one statement for all
+    rows (``INSERT … ON CONFLICT (query) DO UPDATE``), not a read per row, since the daemon writes a thousand at once."""
+    if not values:
+        return
+    table = model.__table__
+    dialect = session.connection().dialect.name
+    upsert = (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
+    last = {value["query"]: value for value in values}  # a query given twice: the later row wins, as row by row
+    by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for value in last.values():  # one statement per set of columns given (columns left out keep their values)
+        by_columns.setdefault(tuple(sorted(value)), []).append(value)
+    for columns, rows in by_columns.items():
+        statement = upsert.on_conflict_do_update(index_elements=[table.c.query],
+                                                 set_={c: upsert.excluded[c] for c in columns if c != "query"})
+        session.execute(statement, rows)
 
 
 def _settings(doc: Mapping[str, Any]) -> QuerySettings:

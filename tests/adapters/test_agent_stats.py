@@ -68,3 +68,42 @@ def test_measured_groups_and_bytes_per_row_come_back_for_the_daemons_model(store
         QueryMetrics("clicks_q", 10, 100, {}, {}, {"clicks_q.agg1": (12.0, 30.5)}, {"clicks_q.agg1": 88.0})], []))
     (query,) = stats.observe(at).queries
     assert dict(query.group_models) == {"clicks_q.agg1": (12.0, 30.5)} and dict(query.bytes_per_row) == {"clicks_q.agg1": 88.0}
+
+
+def test_a_row_committed_after_a_larger_id_was_read_comes_back_once_and_a_rolled_back_id_is_not_waited_for(postgres_database):
+    """Two applications' rounds commit out of id order (PostgreSQL assigns ids at insert): reading from the largest id
+    seen would skip the slow one. An id that never commits (its insert rolled back) is given up after the look-back."""
+    from sqlalchemy import create_engine
+
+    from armd.adapters.store import models as m
+
+    store = SqlStore.open(postgres_database)
+    store.upgrade()
+    apps.register_application(store, "shop", "h", 1, "apply", T0)
+    apps.register_queries(store, "shop", [apps.AgentQueryRow("clicks_q", {"plan": {"streams": {"clicks": {}}}})], T0)
+    engine = create_engine(postgres_database)
+    row = {"stream": "clicks", "rows": 10, "interval_seconds": 1.0, "rate_per_second": 10.0, "d": 100.0}
+    try:
+        stats = AgentStats(store, UNIT, T0, lookback_seconds=3.0)
+        report(store, T0 + timedelta(seconds=1), 10, 100, 0)
+        assert stats.observe(T0 + timedelta(seconds=1)).streams[0].rows == 10
+        slow, rolled_back = engine.connect(), engine.connect()
+        slow.execute(m.ObservationRow.__table__.insert(), {**row, "at": T0 + timedelta(seconds=1.5), "rows": 7})
+        rolled_back.execute(m.ObservationRow.__table__.insert(), {**row, "at": T0 + timedelta(seconds=1.5), "rows": 1000})
+        report(store, T0 + timedelta(seconds=2), 20, 200, 1)  # committed first, with the largest id
+        assert stats.observe(T0 + timedelta(seconds=2)).streams[0].rows == 20
+        slow.commit()
+        rolled_back.rollback()
+        assert stats.observe(T0 + timedelta(seconds=3)).streams[0].rows == 7  # the late commit, once
+        report(store, T0 + timedelta(seconds=4), 30, 300, 2)
+        assert stats.observe(T0 + timedelta(seconds=4)).streams[0].rows == 30
+        assert stats.observe(T0 + timedelta(seconds=9)).streams == []  # the hole is given up: nothing comes twice
+        report(store, T0 + timedelta(seconds=10), 40, 400, 3)
+        later = stats.observe(T0 + timedelta(seconds=10))
+        assert later.streams[0].rows == 40 and [b.batch_id for b in later.batches] == [3]
+        assert all(c.missing == {} for c in stats._cursors.values())
+        slow.close()
+        rolled_back.close()
+    finally:
+        engine.dispose()
+        store.close()

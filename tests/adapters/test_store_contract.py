@@ -74,6 +74,18 @@ def test_statuses_come_back(store) -> None:
     assert (status_of(store, "q1"), status_of(store, "q2")) == ("active", "rejected")
 
 
+def test_admission_verdicts_and_their_events_are_taken_together_and_an_unknown_query_refuses_them(store) -> None:
+    configured(store, "q1", "q2")
+    events = [EventRecord(T0, "query_admitted", "info", "fits", "q1"), EventRecord(T0, "query_rejected", "warning", "too big", "q2")]
+    store.record_admissions([("q1", "active", "fits"), ("q2", "rejected", "too big")], events, T0)
+    assert (status_of(store, "q1"), status_of(store, "q2")) == ("active", "rejected")
+    if isinstance(store, SqlStore):
+        assert [(e["kind"], e["query"]) for e in reversed(store.events())] == [("query_admitted", "q1"), ("query_rejected", "q2")]
+        with pytest.raises(KeyError, match="no query q3"):
+            store.record_admissions([("q1", "rejected", None), ("q3", "active", None)], [], T0)
+        assert status_of(store, "q1") == "active"  # nothing of a refused batch is written
+
+
 def test_open_migrations_list_the_unfinished_ones_oldest_first(store) -> None:
     configured(store, "q1", "q2")
     first = store.record_migration("q1", "genmig", "running", T0, details={"live": {"state": "running"}})

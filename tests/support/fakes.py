@@ -117,6 +117,12 @@ class MemoryStore:
     def record_event(self, event):
         return self._call("event", event)
 
+    def record_admissions(self, statuses, events, at):
+        for query, status, reason in statuses:
+            self.set_query_status(query, status, at, reason)
+        for event in events:
+            self.record_event(event)
+
     def record_migration(self, query, strategy, state, at, split_time=None, details=None, uid=None):
         id = self._call("migration", (query, strategy, state))
         self.migration_uids.append(uid)
