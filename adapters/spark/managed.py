@@ -44,7 +44,7 @@ START_ATTEMPTS = 3
 """Starts of one run that fail while Spark initialises its sources (see ``QueryManager.start``)."""
 START_WAIT_SECONDS = 120.0
 """How long a start waits for Spark to initialise the run's sources."""
-INITIALISING = ("Initializing StreamExecution", "Initializing sources")
+INITIALISING = ("Starting new streaming query.", "Initializing StreamExecution", "Initializing sources")
 """``StreamingQuery.status`` messages before a run's sources are ready."""
 TRANSIENT_START_ERRORS = ("Python worker failed to connect back",)
 """Start-up failures of a loaded machine: Spark gives a Python data source's worker 10 s to connect back."""
