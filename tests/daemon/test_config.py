@@ -32,7 +32,7 @@ from armd.policies.qos import QueryQoS
 
 ROOT = REPO
 EXAMPLE = ROOT / "config" / "armd-simulated.toml"
-SPARK_EXAMPLE = ROOT / "config" / "armd.toml"
+SPARK_EXAMPLE = ROOT / "config" / "armd-spark.toml"
 
 from support.config_cases import COUNT, MINIMAL, MISTAKES, SPARK
 
