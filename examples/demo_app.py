@@ -144,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
             agent.query(name, sources={s: streams[s] for s in used}, streams=used, **ranges)(function)
             sink = jsonl_sink(Path(args.output) / f"{name}.jsonl")
             agent.start(name, sink=lambda df, sink=sink: df.writeStream.foreachBatch(sink).trigger(processingTime=trigger))
+            # The next query starts once this one ran a batch: each start launches a Python process for the source,
+            # and several launched at once on a loaded machine can miss Spark's 10 s wait for them to connect back.
+            agent.listener.wait_for(lambda name=name: agent.listener.latest(name) is not None, 120)
         for signum in (signal.SIGTERM, signal.SIGINT):  # after Spark's start, which installs its own SIGINT handler
             signal.signal(signum, lambda *_: stop.set())
         print(f"demo_app: {len(declare)} queries started under armd (store {agent.store.url_redacted}); "

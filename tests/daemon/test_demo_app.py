@@ -15,6 +15,7 @@ without a traceback.
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Callable
@@ -22,7 +23,7 @@ from typing import Callable
 import pytest
 from sqlalchemy import select
 from support import REPO
-from support.daemon import log_events, start
+from support.daemon import ARMD, env, log_events
 
 from armd.adapters.store import applications as apps
 from armd.adapters.store import models as m
@@ -72,10 +73,16 @@ stop_seconds = 30
 """
 
 
-def wait_for(what: str, ok: Callable[[], bool], seconds: float) -> None:
+def wait_for(what: str, ok: Callable[[], bool], seconds: float, tmp_path: Path, process: subprocess.Popen) -> None:
+    """Until ``ok()``; a timeout, or the daemon or the application ending first, fails with the tail of both logs."""
     deadline = time.monotonic() + seconds
     while not ok():
-        assert time.monotonic() < deadline, f"timed out after {seconds:g} s waiting for {what}"
+        daemon = (tmp_path / "daemon.log").read_text()
+        ended = "daemon ended" if process.poll() is not None else "application ended" if '"app_exited"' in daemon else None
+        if ended or time.monotonic() > deadline:
+            app = (tmp_path / "demo.log").read_text() if (tmp_path / "demo.log").exists() else ""
+            raise AssertionError(f"{ended or f'timed out after {seconds:g} s'} waiting for {what}\n"
+                                 f"daemon:\n{daemon[-2000:]}\napplication:\n{app[-3000:]}")
         time.sleep(0.5)
 
 
@@ -89,17 +96,20 @@ def test_armd_run_starts_the_demo_application_decides_for_it_and_stops_it(tmp_pa
     config.write_text(CONFIG.format(db=db, app=REPO / "examples" / "demo_app.py"))
     store = SqlStore.open(f"sqlite:///{db}")
     store.upgrade()
-    process, lines = start(config)
+    with (tmp_path / "daemon.log").open("w") as log:
+        process = subprocess.Popen([*ARMD, "run", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=log,
+                                   text=True, env=env())
     try:
         wait_for("the application's three queries admitted", lambda: {
-            q for q, spec in apps.queries_of(store, "demo").items() if spec["status"] == "active"} == QUERIES, 150)
+            q for q, spec in apps.queries_of(store, "demo").items() if spec["status"] == "active"} == QUERIES, 240,
+            tmp_path, process)
         (row,) = apps.applications(store)
         assert (row.app, row.status) == ("demo", "running")
         specs = apps.queries_of(store, "demo")
         assert all(specs[q]["plan_source"] == "derived" for q in QUERIES)  # derived from the application's DataFrames
         # Decided by the daemon for the application's queries, and put into force there by GenMig.
         wait_for("a GenMig migration inside the application", lambda: any(
-            q in QUERIES and strategy == "genmig" for q, _state, strategy in migrations(store)), 120)
+            q in QUERIES and strategy == "genmig" for q, _state, strategy in migrations(store)), 120, tmp_path, process)
         desired = store.desired_settings()
         assert QUERIES & set(desired), desired
         decided = {q: d.plan_version for q, d in desired.items() if q in QUERIES}
@@ -109,8 +119,9 @@ def test_armd_run_starts_the_demo_application_decides_for_it_and_stops_it(tmp_pa
         assert process.poll() is None
     finally:
         process.send_signal(signal.SIGTERM)
-        _out, err = process.communicate(timeout=90)
-    events = log_events("".join(lines) + err)
+        process.wait(timeout=90)
+    err = (tmp_path / "daemon.log").read_text()
+    events = log_events(err)
     kinds = [e.get("event") for e in events]
     assert process.returncode == 0, err[-3000:]
     assert "app_started" in kinds and "app_stopped" in kinds and "app_exited" not in kinds, kinds
