@@ -51,6 +51,7 @@ from armd.agent import Agent, AgentError
 
 DELAY = "2 seconds"
 """The watermark delay of every query."""
+QUERIES = ("clicks_per_key", "big_click_average", "clicks_with_orders")
 
 
 def clicks_per_key(spark: Any, s: Any) -> Any:
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval (default 5)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--output", default="armd-output", help="folder of the results (default armd-output)")
+    parser.add_argument("--only", action="append", choices=QUERIES, metavar="QUERY",
+                        help=f"run only this query (repeatable; default all: {', '.join(QUERIES)})")
     args = parser.parse_args(argv)
     store = os.environ.get("ARMD_STORE")
     if not store:
@@ -136,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "slides": {"w": ("1 second", "4 seconds")}}),
         "clicks_with_orders": (clicks_with_orders, {"windows": {"j": ("2 seconds", "30 seconds")}}),
     }
+    declare = {name: declare[name] for name in args.only or declare}
     stop = threading.Event()
     code = 0
     try:
