@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     spark = build_session(args.master, f"armd-{args.app}")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # after Spark's start, which installs its own SIGINT handler
+        signal.signal(signum, lambda *_: stop.set())
     origin = float(int(time.time()))
     checkpoints = tempfile.mkdtemp(prefix=f"armd-{args.app}-checkpoints-")
     try:
@@ -140,19 +143,23 @@ def main(argv: list[str] | None = None) -> int:
         "clicks_with_orders": (clicks_with_orders, {"windows": {"j": ("2 seconds", "30 seconds")}}),
     }
     declare = {name: declare[name] for name in args.only or declare}
-    stop = threading.Event()
     code = 0
     try:
         for name, (function, ranges) in declare.items():
+            if stop.is_set():
+                break
             used = ("clicks", "orders") if name == "clicks_with_orders" else ("clicks",)
             agent.query(name, sources={s: streams[s] for s in used}, streams=used, **ranges)(function)
             sink = jsonl_sink(Path(args.output) / f"{name}.jsonl")
             agent.start(name, sink=lambda df, sink=sink: df.writeStream.foreachBatch(sink).trigger(processingTime=trigger))
             # The next query starts once this one ran a batch: each start launches a Python process for the source,
             # and several launched at once on a loaded machine can miss Spark's 10 s wait for them to connect back.
-            agent.listener.wait_for(lambda name=name: agent.listener.latest(name) is not None, 120)
-        for signum in (signal.SIGTERM, signal.SIGINT):  # after Spark's start, which installs its own SIGINT handler
-            signal.signal(signum, lambda *_: stop.set())
+            deadline = time.monotonic() + 120
+            while agent.listener.latest(name) is None and not agent.loop.stopped.is_set() and time.monotonic() < deadline:
+                stop.wait(0.2)
+                if stop.is_set():
+                    break
+            agent.await_termination(0)  # a query that failed to start ends the application here, in one line
         print(f"demo_app: {len(declare)} queries started under armd (store {agent.store.url_redacted}); "
               "SIGTERM or Ctrl-C stops", file=sys.stderr, flush=True)
         while not stop.is_set() and not agent.await_termination(0.5):
