@@ -16,9 +16,10 @@ The streams come from armd's replayable synthetic source (``armd-synthetic``,
 standing in for the team's Kafka topics): ``clicks`` at 20 rows a second,
 bursting to four times that two minutes in for three minutes, ``orders``
 at 5 a second, 20 keys each. Every result is appended to
-``armd-output/QUERY.jsonl`` by the sink. SIGTERM or Ctrl-C stops the
-application cleanly (``agent.stop()``: its queries stop and the store marks
-it stopped).
+``armd-output/QUERY.jsonl`` by the sink; the runs' checkpoints stay in
+``armd-checkpoints/APP/`` (a migration open at the stop is resumed from
+them at the next start). SIGTERM or Ctrl-C stops the application cleanly
+(``agent.stop()``: its queries stop and the store marks it stopped).
 
     ARMD_STORE=sqlite:///config/armd.db python examples/demo_app.py [--burst-at 120] ...
 
@@ -31,10 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from datetime import datetime
@@ -112,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval (default 5)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--output", default="armd-output", help="folder of the results (default armd-output)")
+    parser.add_argument("--checkpoints", default="armd-checkpoints", help="folder of the runs' checkpoints (default armd-checkpoints)")
     parser.add_argument("--only", action="append", choices=QUERIES, metavar="QUERY",
                         help=f"run only this query (repeatable; default all: {', '.join(QUERIES)})")
     args = parser.parse_args(argv)
@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):  # after Spark's start, which installs its own SIGINT handler
         signal.signal(signum, lambda *_: stop.set())
     origin = float(int(time.time()))
-    checkpoints = tempfile.mkdtemp(prefix=f"armd-{args.app}-checkpoints-")
+    # A lasting folder: a migration left open when the application stopped is resumed from it at the next start.
+    checkpoints = Path(args.checkpoints) / args.app
     try:
         agent = Agent(spark, store=store, app=args.app, checkpoint_root=checkpoints,
                       time_unit_seconds=float(os.environ.get("ARMD_TIME_UNIT_SECONDS", "1")))
@@ -170,7 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         agent.stop()
         spark.stop()
-        shutil.rmtree(checkpoints, ignore_errors=True)
     return code
 
 
