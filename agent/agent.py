@@ -294,8 +294,10 @@ class Agent:
     def stop(self) -> None:
         """Stop the reporting thread, every run of every query (migrations too), and tell the store the application left."""
         self.loop.stop()
-        self.applier.close()
-        self.manager.stop_all()
+        migrating = set(self.applier.migrations)
+        self.applier.close()  # an open migration's runs stop with their checkpoints: the next start resumes it
+        for name in list(self.started):
+            self.manager.stop(name, keep_checkpoint=name in migrating)
         try:
             self.loop.report(self.clock())
             self.reporter.stopped(self.clock())
