@@ -54,7 +54,7 @@ QUERIES = ("clicks_per_key", "big_click_average", "clicks_with_orders")
 
 
 def clicks_per_key(spark: Any, s: Any) -> Any:
-    clicks = s.source("clicks").withWatermark("event_time", DELAY)
+    clicks = s.source("clicks").withWatermark("event_time", "2 seconds")
     return clicks.groupBy(F.window("event_time", s.window("w"), s.slide("w")), "key").agg(F.count(F.lit(1)).alias("n"))
 
 
