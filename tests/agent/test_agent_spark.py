@@ -153,9 +153,11 @@ def exactly_as_the_oracle(spark, listener, tmp_path, declared, rows, start: floa
     assert all(k[0] - k[1] == 10 for k in got if k[0] >= split) and all(k[0] - k[1] == 6 for k in got if k[0] < split)
 
 
-def test_a_restarted_application_finishes_the_migration_its_last_run_left_open(spark, progress_listener, store, tmp_path):  # noqa: F811
-    """The application dies mid-migration (its runs stop between batches, the store is not told) and starts again:
-    the agent resumes both runs from their checkpoints and the results are still exactly the oracle's."""
+@pytest.mark.parametrize("how", ["died", "stopped"])
+def test_a_restarted_application_finishes_the_migration_its_last_run_left_open(spark, progress_listener, store, tmp_path, how):  # noqa: F811
+    """The application dies mid-migration (its runs stop between batches, the store is not told), or is stopped with
+    ``agent.stop()``, and starts again: the agent resumes both runs from their checkpoints and the results are still
+    exactly the oracle's."""
     start = migration.origin()
     first = Agent(spark, store=store, app="shop", checkpoint_root=tmp_path / "ck", poll_seconds=0.25,
                   time_unit_seconds=1.0, listener=progress_listener)
@@ -166,8 +168,11 @@ def test_a_restarted_application_finishes_the_migration_its_last_run_left_open(s
          and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 180, "the old run to pass 12 s of event time")
     store.write_desired([desired(1, 10.0, 1.0)])
     wait(lambda: any("live" in (row.get("details") or {}) for row in store.open_migrations()), 120, "the migration to start")
-    first.loop.stop()  # the application dies: no more rounds, its runs gone, nothing said to the store
-    first.applier.close()
+    if how == "died":
+        first.loop.stop()  # no more rounds, its runs gone, nothing said to the store
+        first.applier.close()
+    else:
+        first.stop()
     assert store.open_migrations() and store.actual_states()[QUERY].phase == "migrating"
 
     second = Agent(spark, store=store, app="shop", checkpoint_root=tmp_path / "ck2", poll_seconds=0.25,
