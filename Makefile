@@ -12,7 +12,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[daemon,test]'
 	touch $(STAMP)
 
-# The daemon on embedded defaults: SQLite file armd.db, synthetic source, live status until Ctrl-C.
+# The daemon on embedded defaults (SQLite file config/armd.db) and, started by it ([[apps]]), the demo
+# application examples/demo_app.py on local Spark with armd.agent inside; live status until Ctrl-C stops both.
 run: $(STAMP)
 	$(BIN)/armd db upgrade --config config/armd.toml
 	$(BIN)/armd run --config config/armd.toml --live

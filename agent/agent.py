@@ -228,14 +228,31 @@ class Agent:
         self.manager.register(ManagedSpec(name, builder, UserSink(writer.function), params,
                                           output_mode=writer.output_mode or "append", trigger=writer.trigger_args,
                                           streams=declared.streams))
-        self.queries[name] = self.manager.start(name)
         self.started[name] = declared
         self.stats.queries = set(self.started)  # type: ignore[assignment]
         if declared.streams:
             self.stats.streams[name] = declared.streams
+        if self._resumed(name):
+            self.queries[name] = self.manager.get(name).query
+            return
+        self.queries[name] = self.manager.start(name)
         self.coordinator.report(ActualState(name, version, settings, "steady", at=self.clock()))
         self.log.info("query_started", app=self.app, query=name, plan_version=version, windows=dict(settings.windows),
                       granularity=settings.granularity, mode=self.mode, at_minimum=minimum)
+
+    def _resumed(self, name: str) -> bool:
+        """Go on with the migration the application's last run left open (it died, or stopped, mid-way), if any.
+
+        Both runs continue from their checkpoints, each on its side of the stored T_split, so the migration ends
+        exactly as if the application had not stopped. One that cannot go on (checkpoints gone, no live state) is
+        closed as failed by the coordinator; the query then starts with the settings in force and the next
+        reconcile migrates it again."""
+        if self.mode != "apply" or not any(row["query"] == name for row in self.view.open_migrations()):
+            return False
+        actual = self.view.store.actual_states().get(name)
+        if actual is not None:
+            self.coordinator.actual[name] = actual
+        return name in self.coordinator.resume()
 
     def _minimum(self, declared: AgentQuery, params: QueryParams) -> QuerySettings:
         """The QoS minimum: every window at the low end of its range, the coarsest slide allowed."""
@@ -277,8 +294,10 @@ class Agent:
     def stop(self) -> None:
         """Stop the reporting thread, every run of every query (migrations too), and tell the store the application left."""
         self.loop.stop()
-        self.applier.close()
-        self.manager.stop_all()
+        migrating = set(self.applier.migrations)
+        self.applier.close()  # an open migration's runs stop with their checkpoints: the next start resumes it
+        for name in list(self.started):
+            self.manager.stop(name, keep_checkpoint=name in migrating)
         try:
             self.loop.report(self.clock())
             self.reporter.stopped(self.clock())

@@ -237,6 +237,8 @@ class Coordinator:
         resumed = []
         for row in rows:
             query, details = row["query"], dict(row.get("details") or {})
+            if query in self.open:  # resumed by an earlier call (an agent resumes query by query as it starts them)
+                continue
             actual = self.actual.get(query)
             opened = OpenMigration(query, int(details.get("plan_version") or (actual.plan_version if actual else 0)),
                                    ports.clock(), details, {"applier": ports.applier.name, "decision_id": details.get("decision_id")},

@@ -303,6 +303,7 @@ def _check_config(args: argparse.Namespace) -> int:
             f"{len(config.plan.streams)} streams, policy {config.policy.name}, "
             f"store {config.redact(config.store.url)}{', dry run' if config.guardrails.dry_run else ''}"
             + (", plan derived from the builders" if config.derivations else "")
+            + (f"; starts {', '.join(app.name for app in config.apps)} beside it ([[apps]])" if config.apps else "")
         )
         for query, why in config.unmanaged.items():
             print(f"{query}: runs unmanaged (fixed settings): {why}")

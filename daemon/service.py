@@ -44,6 +44,7 @@ from armd.adapters.alerts import AlertDispatcher, build_hooks
 from armd.adapters.store import SqlStore, StoreError
 from armd.adapters.store.lease import Holding
 
+from .apps import Applications
 from .config import Config, ConfigError, load_config
 from .controller import Controller, utcnow
 from .lease import Lease, LeaseHeld
@@ -212,6 +213,13 @@ class Service:
                              f"{len(config.plan.queries)} queries{', dry run' if config.guardrails.dry_run else ''}; "
                              f"the store's lease is held as {self.lease.holder}")
         scheduler.start()
+        self.apps = Applications(config.apps, config.path.parent, {
+            "ARMD_STORE": config.store.url, "ARMD_CONFIG": str(config.path.resolve()),
+            "ARMD_TIME_UNIT_SECONDS": repr(config.model.time_unit_seconds)}, self.controller.emit, self.log,
+            environ=self.environ)
+        self.apps.start()  # once the lease is held: a daemon in standby starts none
+        if config.apps:
+            scheduler.add_job(self.apps.watch, "interval", seconds=1.0, id="apps", executor="lease")
         self.notifier.ready(f"running {len(config.plan.queries)} queries, policy {config.policy.name}")
         try:
             self._wait(every_tick, tick_seconds)
@@ -230,6 +238,7 @@ class Service:
         asked = self._stop_asked if self._stop_asked is not None else time.monotonic()
         deadline = asked + STOP_SECONDS
         outbox.hold()  # the step in progress starts no new store call
+        self.apps.terminate()  # the applications stop their queries meanwhile; waited for at the end
         self.log.info("stopping")
         self.notifier.stopping()
         scheduler.shutdown(wait=False)
@@ -272,6 +281,7 @@ class Service:
         if self.spark is not None:
             self.spark.close(stop_session=True)
         store.close()
+        self.apps.wait()
 
     # --- the lease --------------------------------------------------------------------------------
 

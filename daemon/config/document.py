@@ -23,7 +23,7 @@ from armd.policies.qos import QueryQoS
 
 from .keys import public_view
 from .masking import redact_text
-from .sections import (AlertingConfig, ApplyConfig, BoundsKeys, FeedbackConfig, ForecastKeys, GuardrailsKeys, HookKeys,
+from .sections import (AlertingConfig, AppConfig, ApplyConfig, BoundsKeys, FeedbackConfig, ForecastKeys, GuardrailsKeys, HookKeys,
                        ManagedQueryConfig, MetricsConfig, MigrationCostKeys, ModelConfig, PolicyConfig, QueryKeys, ScheduleConfig,
                        SourceConfig, SparkConfig,
                        StoreConfig, TriggerConfig)
@@ -81,6 +81,8 @@ class Config:
     """What a migration's extra state and output gap are worth in QoS units."""
     forecast: ForecastRules = part("forecast", ForecastKeys, default_factory=ForecastRules)
     """Whether decisions use the rates forecast at the adaptation horizon."""
+    apps: tuple[AppConfig, ...] = part("apps", default=())
+    """The ``armd.agent`` applications ``armd run`` starts beside itself (``[[apps]]``; daemon/apps.py)."""
     derivations: Mapping[str, Any] = field(default_factory=dict)
     """Query → its ``Derivation`` when the plan was derived from the builders (no ``[plan]``; daemon/config/derived.py)."""
     unmanaged: Mapping[str, str] = field(default_factory=dict)

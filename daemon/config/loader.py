@@ -36,7 +36,7 @@ from .managed import check_fixed_join_windows, read_managed, read_spark
 from .plan import calibrate, read_plan, read_queries
 from .reader import REQUIRED, Table
 from .redaction import find_secrets
-from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, ApplyConfig, BoundsKeys, Burst, FeedbackConfig,
+from .sections import (ALERT_KINDS, MAX_SYNTHETIC_RATE, AlertingConfig, AppConfig, ApplyConfig, BoundsKeys, Burst, FeedbackConfig,
                        ForecastKeys, GuardrailsKeys, HookKeys, MetricsConfig, MigrationCostKeys, ModelConfig, PolicyConfig,
                        RateStep, ScheduleConfig, SourceConfig,
                        StoreConfig, SyntheticStream, TriggerConfig)
@@ -99,6 +99,7 @@ def _read(top: Table) -> Config:
         feedback=FeedbackConfig(**top.section("feedback", FeedbackConfig).read(FeedbackConfig)),
         migration_cost=_migration_cost(top.section("migration_cost", MigrationCostKeys)),
         forecast=_forecast(top.section("forecast", ForecastKeys)),
+        apps=_apps(top),
         derivations=dict(derived.derivations) if derived else {},
         unmanaged=dict(derived.unmanaged) if derived else {},
     )
@@ -200,6 +201,33 @@ def _source(t: Table, plan: PlanSet, model: ModelConfig) -> SourceConfig:
                               f"{MAX_SYNTHETIC_RATE:g} (the simulated source draws every arrival)")
         streams[name] = stream
     return SourceConfig(**t.read(SourceConfig, streams=streams))
+
+
+def _apps(top: Table) -> tuple[AppConfig, ...]:
+    """``[[apps]]``: each a name (unique), a command (a non-empty list of strings) and string environment values."""
+    apps, names = [], set()
+    for t in top.items("apps", AppConfig):
+        command = t.value("command", REQUIRED, "a non-empty list of strings")
+        if not (isinstance(command, list) and command and all(isinstance(a, str) and a for a in command)):
+            raise t.error(("command",), f"expected a non-empty list of non-empty strings, e.g. [\"python\", \"app.py\"], "
+                                        f"got {show(command)}")
+        env = t.mapping("env")
+        for name, value in env.items():
+            if not isinstance(value, str):
+                raise t.error(("env", name), f"expected a string, got {show(value)}")
+        app = AppConfig(**t.read(AppConfig, command=tuple(command), env=dict(env)))
+        from ..apps import resolve  # here, not at the top: daemon/apps.py reads the sections of this package
+
+        try:
+            resolve(app, top.file.parent, os.environ)
+        except ValueError as exc:
+            key, _, why = str(exc).partition(": ")
+            raise t.error((key,), why) from None
+        if app.name in names:
+            raise t.error(("name",), f"{show(app.name)} names two applications; allowed: a name unique among [[apps]]")
+        names.add(app.name)
+        apps.append(app)
+    return tuple(apps)
 
 
 def _alert(top: Table, index: int, raw: dict[str, Any]) -> AlertHook:

@@ -353,6 +353,33 @@ class HookKeys:
                            "delivery.")
 
 
+APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def app_name(name: str) -> str | None:
+    if APP_NAME.fullmatch(name):
+        return None
+    return f"expected a name of letters, digits, '_', '.' or '-' (at most 64, starting with a letter or digit), got {show(name)}"
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """One ``[[apps]]`` entry: an ``armd.agent`` application ``armd run`` starts beside itself and stops with itself."""
+
+    name: str = setting(check=app_name, doc="The application's name: its log file's default name and the ``ARMD_APP`` "
+                        "it is given (the demo passes it to ``Agent(app=...)``).")
+    command: tuple[str, ...] = setting(doc="Program and arguments (required), run in ``cwd``; ``python`` and "
+                                       "``spark-submit`` resolve to armd's own environment first (its ``bin`` folder "
+                                       "leads ``PATH``). It gets ``ARMD_STORE`` (the store's URL), ``ARMD_APP``, "
+                                       "``ARMD_CONFIG`` and ``ARMD_TIME_UNIT_SECONDS`` in its environment.")
+    cwd: str = setting(".", doc="The folder it runs in, relative to the configuration's folder.")
+    log: str | None = setting(None, doc="File its standard output and error are appended to, relative to ``cwd`` "
+                              "(default ``NAME.log``).")
+    env: Mapping[str, str] = setting(factory=dict, doc="More environment variables, name → string value.")
+    stop_seconds: float = setting(20.0, rule=at_most(POSITIVE, HOUR, "an hour"), doc="At the daemon's stop the "
+                                  "application gets SIGTERM and this long to stop its queries; then it is killed.")
+
+
 PLAN_SIZE = at_most(POSITIVE, MAX_VALUE, "the plan's largest size")
 """A window or granularity in model time units, bounded as the plan's own sizes are."""
 

@@ -136,17 +136,61 @@ def test_an_application_registers_reports_and_migrates_by_genmig_exactly(spark, 
     split = float(done[1]["t_split"]) - start
     assert apps.applications(store)[0].status == "stopped" and apps.queries_of(store, "shop")[QUERY]["status"] == "removed"
 
-    # The oracle: the same function alone at the old and at the new settings, over the same input.
+    exactly_as_the_oracle(spark, progress_listener, tmp_path, declared, rows, start, split)
+
+
+def exactly_as_the_oracle(spark, listener, tmp_path, declared, rows, start: float, split: float) -> None:  # noqa: F811 - spark: the fixture's value
+    """The oracle: the same function alone at the old and at the new settings, over the same input, split at T_split."""
     scenario = UserScenario("agent count", "count", RATES, migration.Variant(6.0, 2.0), migration.Variant(10.0, 1.0),
                             build=declared.builder())
     manager, sink = QueryManager(spark, tmp_path / "oracle"), MemorySink()
-    a = migration.alone(progress_listener, manager, sink, "oracle_a", scenario, scenario.old)
-    b = migration.alone(progress_listener, manager, sink, "oracle_b", scenario, scenario.new)
+    a = migration.alone(listener, manager, sink, "oracle_a", scenario, scenario.old)
+    b = migration.alone(listener, manager, sink, "oracle_b", scenario, scenario.new)
     got, want = migration.results(rows, start), migration.expected(a, b, split)
     assert migration.compare(want, got) == {"lost": 0, "duplicated": 0, "wrong": 0}
     assert got.keys() == want.keys() and len(want) > 50
     assert any(k[0] < split for k in got) and any(k[0] >= split for k in got)
     assert all(k[0] - k[1] == 10 for k in got if k[0] >= split) and all(k[0] - k[1] == 6 for k in got if k[0] < split)
+
+
+@pytest.mark.parametrize("how", ["died", "stopped"])
+def test_a_restarted_application_finishes_the_migration_its_last_run_left_open(spark, progress_listener, store, tmp_path, how):  # noqa: F811
+    """The application dies mid-migration (its runs stop between batches, the store is not told), or is stopped with
+    ``agent.stop()``, and starts again: the agent resumes both runs from their checkpoints and the results are still
+    exactly the oracle's."""
+    start = migration.origin()
+    first = Agent(spark, store=store, app="shop", checkpoint_root=tmp_path / "ck", poll_seconds=0.25,
+                  time_unit_seconds=1.0, listener=progress_listener)
+    declared = declare(first, QUERY, start)
+    rows, write_to_db = collecting()
+    first.start(QUERY, sink=lambda df: df.writeStream.foreachBatch(write_to_db))
+    wait(lambda: (r := progress_listener.latest(QUERY)) is not None and r.watermark is not None
+         and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 180, "the old run to pass 12 s of event time")
+    store.write_desired([desired(1, 10.0, 1.0)])
+    wait(lambda: any("live" in (row.get("details") or {}) for row in store.open_migrations()), 120, "the migration to start")
+    if how == "died":
+        first.loop.stop()  # no more rounds, its runs gone, nothing said to the store
+        first.applier.close()
+    else:
+        first.stop()
+    assert store.open_migrations() and store.actual_states()[QUERY].phase == "migrating"
+
+    second = Agent(spark, store=store, app="shop", checkpoint_root=tmp_path / "ck2", poll_seconds=0.25,
+                   time_unit_seconds=1.0, listener=progress_listener)
+    declare(second, QUERY, start)
+    try:
+        second.start(QUERY, sink=lambda df: df.writeStream.foreachBatch(write_to_db))
+        assert second.manager.get(QUERY).params.version == 1 and QUERY in second.coordinator.in_progress()
+        wait(lambda: (a := store.actual_states()[QUERY]).plan_version == 1 and a.phase == "steady"
+             and not second.coordinator.in_progress(), 180, "the resumed migration to finish")
+        migration._read_to_end(progress_listener, second.manager, QUERY, start)
+    finally:
+        second.stop()
+    kinds = [e["kind"] for e in store.events(query=QUERY)]
+    assert "migration_resumed" in kinds and "migration_finished" in kinds and "migration_failed" not in kinds, kinds
+    (done,) = store.transact(lambda s: [(r.state, r.details) for r in s.scalars(select(m.Migration))])
+    assert done[0] == "done"
+    exactly_as_the_oracle(spark, progress_listener, tmp_path, declared, rows, start, float(done[1]["t_split"]) - start)
 
 
 def test_in_recommend_mode_the_application_applies_nothing(spark, progress_listener, store, tmp_path):  # noqa: F811

@@ -196,9 +196,11 @@ def test_every_config_mistake_is_exit_2_naming_the_key(tmp_path, capsys, monkeyp
     assert err.startswith(f"armd: {path}: {key}: ") and allowed in err and err.count("\n") == 1
 
 
-def test_check_config_accepts_the_example(capsys):
+def test_check_config_accepts_the_examples(capsys):
     code, out, _ = run_cli("check-config", str(REPO / "config" / "armd.toml"), capsys=capsys)
-    assert code == 0 and "ok — 3 queries" in out
+    assert code == 0 and "ok — 1 queries" in out and "starts demo beside it ([[apps]])" in out  # make run's: the agent demo
+    code, out, _ = run_cli("check-config", str(REPO / "config" / "armd-spark.toml"), capsys=capsys)
+    assert code == 0 and "ok — 3 queries" in out  # the daemon running the same queries itself
 
 
 def test_calibrate_fits_the_recorded_batches_and_the_configuration_reuses_the_result(tmp_path, capsys):

@@ -141,13 +141,13 @@ granularity = [8000, 1000]
 def test_every_class_that_declares_keys_is_found():
     names = {spec.__name__ for spec in SPECS}
     assert {"StoreConfig", "BoundsKeys", "GuardrailsKeys", "QueryKeys", "HookKeys", "ManagedQueryConfig", "SinkConfig",
-            "JoinOrderConfig", "SyntheticStream", "RateStep", "Burst", "ApplyConfig"} <= names
+            "JoinOrderConfig", "SyntheticStream", "RateStep", "Burst", "ApplyConfig", "AppConfig"} <= names
 
 
 def test_the_sections_are_the_parts_of_config():
     assert SECTIONS == ("store", "model", "spark", "bounds", "policy", "guardrails", "triggers", "schedule", "source",
                         "alerts", "alerting", "metrics", "plan", "queries", "managed", "apply", "feedback",
-                        "migration_cost", "forecast")
+                        "migration_cost", "forecast", "apps")
 
 
 @pytest.mark.parametrize("example", ["every section", "jisc"])

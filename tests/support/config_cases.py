@@ -165,6 +165,18 @@ MISTAKES = [
         'spark.conf."spark.jars"',
         "a string, number or boolean",
     ),
+    ("app without a command", "[[apps]]\nname = 'demo'", "apps[0].command", "missing; expected a non-empty list of strings"),
+    ("app command as one string", "[[apps]]\nname = 'demo'\ncommand = 'python app.py'", "apps[0].command",
+     "expected a non-empty list of non-empty strings"),
+    ("app program not found", "[[apps]]\nname = 'demo'\ncommand = ['armd-no-such-program']", "apps[0].command",
+     "program 'armd-no-such-program' not found"),
+    ("app cwd not a folder", "[[apps]]\nname = 'demo'\ncommand = ['python']\ncwd = 'no-such-folder'", "apps[0].cwd",
+     "is not a folder"),
+    ("app name twice", "[[apps]]\nname = 'demo'\ncommand = ['python']\n[[apps]]\nname = 'demo'\ncommand = ['python']",
+     "apps[1].name", "a name unique among [[apps]]"),
+    ("app name with a space", "[[apps]]\nname = 'my demo'\ncommand = ['python']", "apps[0].name", "letters, digits"),
+    ("app env not a string", "[[apps]]\nname = 'demo'\ncommand = ['python']\nenv = { N = 1 }", "apps[0].env.N",
+     "expected a string"),
 ]
 
 # Accepted once and broken later (issue 17): every number has a finite upper bound, every name fits the store.
