@@ -258,8 +258,16 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         # then, and only for queries without joins, a ratio while filling. A change in place keeps what it has.
         empty = setup.migration.strategy in ("genmig", "naive-restart")
         filling = {q: (now - changed_at.get(q, 0.0)) / w for q, w in longest.items()
-                   if empty and q not in steady and w > 0 and not any(plan.nodes[n].op == "join" for n in plan.query_nodes(q))}
+                   if empty and q not in steady and w > 0 and not _joins(plan, q)}
         estimated = {r.query: r.memory_bytes for r in rows if r.query is not None}
+        # A window turning over since a step: its measured growth says where its state goes (feedback.project).
+        at_step = {q: v for q, v in state.feedback.at_step.items() if q in calm - set(longest)}
+        for q in calm - set(longest):
+            step = max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
+            if step == now and changed_at.get(q, 0.0) <= step and not _joins(plan, q):
+                at_step[q] = (now, measured[q])
+        projected = {q: p for q, (t, m) in at_step.items() if changed_at.get(q, 0.0) <= t
+                     and (p := feedback.project((t, m), measured[q], now, longest_window(plan, q, running[q]))) is not None}
         watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
         events += over + off
         rules = setup.feedback
@@ -269,8 +277,8 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             cpu_measured=feedback.measured_cpu(observation, rules.time_unit_seconds) if rules.cpu else None,
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
             settled=all(q in steady for q in measured), rows=_rows(observation, measured), filling=filling,
-            migrating=bool(migrating & set(measured)), stepped=calm - set(longest))
-        state = replace(state, feedback=replace(loop, stepped_at=stepped_at))
+            migrating=bool(migrating & set(measured)), stepped=calm - set(longest), projected=projected)
+        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, at_step=at_step))
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
@@ -280,6 +288,10 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
 
 def _streams(plan: Any, query: str) -> set[str]:
     return {plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].stream is not None}
+
+
+def _joins(plan: Any, query: str) -> bool:
+    return any(plan.nodes[n].op == "join" for n in plan.query_nodes(query))
 
 
 def _rows(observation: Observation, measured: Mapping[str, float]) -> int | None:
