@@ -51,7 +51,7 @@ from .model import (Model, Setup, build_model, drops_of, estimate_rows, fraction
                     settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .desired import TransientMemory, stage_changes, staged_events
-from .pricing import price, transient_fit
+from .pricing import concentrate_cuts, price, transient_fit
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
@@ -482,7 +482,13 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
-    guarded = transient_fit(problem, bounds, guarded, running, stream_d, live=setup.migration.strategy == "genmig")
+    live = setup.migration.strategy == "genmig"
+    guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)
+    fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live)
+    if fitted is not guarded:  # growths cut short are priced again: a sliver of a growth is a whole migration
+        fitted, again = price(setup, problem, fitted, running, snapshot.running, stream_d)
+        priced = {**priced, **again}
+    guarded = fitted
     duration_ms = (timer() - started) * 1e3
 
     proposed = settings_of(problem, decision.fw, decision.fg, decision.fd)
