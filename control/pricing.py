@@ -108,6 +108,11 @@ def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: R
                    limited=tuple(q for q in guarded.limited if q not in shortened))
 
 
+CONCENTRATE_TRIES = 4
+"""Cuts ``concentrate_cuts`` tries to take back, the highest-priced first: each try is one evaluation of every query
+at ``STEPS`` settings, so the work per decision stays that of a few evaluations however many queries are cut."""
+
+
 def concentrate_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
                      priced: Mapping[str, Priced], live: bool) -> tuple[Guarded, dict[str, Priced]]:
     """Fewer migrations for the same cut: a cut taken back when the other cuts, deeper, make the room it made.
@@ -117,7 +122,7 @@ def concentrate_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running
     costs far more than it frees (a count per key cut 20 → 19.2 s held two
     plans, 1.5× the bound, for 22 s). Queries already being cut pay their
     migration anyway, so cutting them deeper costs only QoS. Here each cut,
-    the highest-priced first, is taken back when the remaining cuts, moved
+    the highest-priced first (at most ``CONCENTRATE_TRIES``), is taken back when the remaining cuts, moved
     the same share further towards their minimum (the least of ``STEPS``
     shares that fits), make the decision fit the bounds again and the QoS
     that costs is less than the cut's price. Growths are left alone, as are
@@ -134,7 +139,7 @@ def concentrate_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running
     adjustable = np.where(problem.adjustable, problem.weights, 0.0)
     share = adjustable / adjustable.sum() if adjustable.sum() > 0 else adjustable
     fw, fg, outcome, out = guarded.fw.copy(), guarded.fg.copy(), guarded.outcome, dict(priced)
-    for i in sorted(cuts, key=lambda i: -priced[names[i]].price):
+    for i in sorted(cuts, key=lambda i: -priced[names[i]].price)[:CONCENTRATE_TRIES]:
         others = [j for j in cuts if j != i and (fw[j] > 0 or fg[j] > 0)]
         if not others:
             continue
