@@ -108,6 +108,9 @@ def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: R
                    limited=tuple(q for q in guarded.limited if q not in shortened))
 
 
+CONCENTRATE_MAX_CUTS = 16
+"""Decisions cutting more queries are left as they are: there one migration's transient is a small share of the bound,
+and every try evaluates every query (at 1,000 queries cut by a burst, trying every cut took the decision to 3 s)."""
 CONCENTRATE_TRIES = 4
 """Cuts ``concentrate_cuts`` tries to take back, the highest-priced first: each try is one evaluation of every query
 at ``STEPS`` settings, so the work per decision stays that of a few evaluations however many queries are cut."""
@@ -134,7 +137,7 @@ def concentrate_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running
     fd_new = guarded.fd
     cuts = [names.index(q) for q, p in priced.items() if p.verdict == "required" and q in names
             and guarded.fw[names.index(q)] <= running.fw[names.index(q)] and guarded.fg[names.index(q)] <= running.fg[names.index(q)]]
-    if len(cuts) < 2:
+    if not 2 <= len(cuts) <= CONCENTRATE_MAX_CUTS:
         return guarded, dict(priced)
     adjustable = np.where(problem.adjustable, problem.weights, 0.0)
     share = adjustable / adjustable.sum() if adjustable.sum() > 0 else adjustable
