@@ -51,7 +51,7 @@ from .model import (Model, Setup, build_model, drops_of, estimate_rows, fraction
                     settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .desired import TransientMemory, stage_changes, staged_events
-from .pricing import price, transient_fit
+from .pricing import concentrate_cuts, price, transient_fit
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
@@ -258,8 +258,16 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         # then, and only for queries without joins, a ratio while filling. A change in place keeps what it has.
         empty = setup.migration.strategy in ("genmig", "naive-restart")
         filling = {q: (now - changed_at.get(q, 0.0)) / w for q, w in longest.items()
-                   if empty and q not in steady and w > 0 and not any(plan.nodes[n].op == "join" for n in plan.query_nodes(q))}
+                   if empty and q not in steady and w > 0 and not _joins(plan, q)}
         estimated = {r.query: r.memory_bytes for r in rows if r.query is not None}
+        # A window turning over since a step: its measured growth says where its state goes (feedback.project).
+        at_step = {q: v for q, v in state.feedback.at_step.items() if q in calm - set(longest)}
+        for q in calm - set(longest):
+            step = max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
+            if step == now and changed_at.get(q, 0.0) <= step and not _joins(plan, q):
+                at_step[q] = (now, measured[q])
+        projected = {q: p for q, (t, m) in at_step.items() if changed_at.get(q, 0.0) <= t
+                     and (p := feedback.project((t, m), measured[q], now, longest_window(plan, q, running[q]))) is not None}
         watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
         events += over + off
         rules = setup.feedback
@@ -269,8 +277,8 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             cpu_measured=feedback.measured_cpu(observation, rules.time_unit_seconds) if rules.cpu else None,
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
             settled=all(q in steady for q in measured), rows=_rows(observation, measured), filling=filling,
-            migrating=bool(migrating & set(measured)), stepped=calm - set(longest))
-        state = replace(state, feedback=replace(loop, stepped_at=stepped_at))
+            migrating=bool(migrating & set(measured)), stepped=calm - set(longest), projected=projected)
+        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, at_step=at_step))
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
@@ -280,6 +288,10 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
 
 def _streams(plan: Any, query: str) -> set[str]:
     return {plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].stream is not None}
+
+
+def _joins(plan: Any, query: str) -> bool:
+    return any(plan.nodes[n].op == "join" for n in plan.query_nodes(query))
 
 
 def _rows(observation: Observation, measured: Mapping[str, float]) -> int | None:
@@ -470,7 +482,13 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
-    guarded = transient_fit(problem, bounds, guarded, running, stream_d, live=setup.migration.strategy == "genmig")
+    live = setup.migration.strategy == "genmig"
+    guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)
+    fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live)
+    if fitted is not guarded:  # growths cut short are priced again: a sliver of a growth is a whole migration
+        fitted, again = price(setup, problem, fitted, running, snapshot.running, stream_d)
+        priced = {**priced, **again}
+    guarded = fitted
     duration_ms = (timer() - started) * 1e3
 
     proposed = settings_of(problem, decision.fw, decision.fg, decision.fd)

@@ -119,6 +119,8 @@ class FeedbackState:
     """Per stream, the model time its rate last stepped (windows holding both rates give no ratio)."""
     decided: tuple[tuple[str, float, float], ...] = ()
     """The factors the last decision used (a policy's incremental state is only valid for the same ones)."""
+    at_step: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per query whose input rate stepped: (model time of the step, measured state bytes then), for ``projected``."""
 
 
 def smoothed(previous: float, sample: float, elapsed: float, window: float, rise: float | None = None,
@@ -153,7 +155,8 @@ def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: fl
             estimated: Mapping[str, float], steady: frozenset[str] | set[str], usable: float, bound: float,
             cpu_measured: Mapping[str, float] | None = None, cpu_estimated: Mapping[str, float] | None = None,
             settled: bool = False, rows: int | None = None, filling: Mapping[str, float] | None = None,
-            migrating: bool = False, stepped: frozenset[str] | set[str] = frozenset()) -> tuple[FeedbackState, list[EventRecord]]:
+            migrating: bool = False, stepped: frozenset[str] | set[str] = frozenset(),
+            projected: Mapping[str, float] | None = None) -> tuple[FeedbackState, list[EventRecord]]:
     """Fold one observation in: the ratios of steady queries, the measured total against the bounds, item 5's check.
 
     ``measured``/``estimated``: state bytes per admitted query (the raw model's
@@ -165,13 +168,17 @@ def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: fl
     query holds both plans' state, so a total over the bound is (in part) a
     migration's transient, already predicted when it was staged, and no
     reason to decide again before it ends; ``stepped``: queries (not
-    migrating) whose windows hold two input rates since a step.
+    migrating) whose windows hold two input rates since a step;
+    ``projected``: for some of those, the state their windows will hold
+    once turned over (``project``), which stands for the measured state in
+    their latest ratio.
     """
     if not rules.enabled:
         return state, []
     queries = dict(state.queries)
     for q, value in measured.items():
         if estimated.get(q, 0.0) > 0 and (q in steady or q in (filling or {}) or q in (stepped or ())):
+            value = max(value, (projected or {}).get(q, 0.0))
             queries[q] = replace(queries.get(q, QueryFeedback()), raw=clamp(value / estimated[q], rules))
     share = {q: 1.0 for q in steady}
     share.update({q: f for q, f in (filling or {}).items() if q not in share and f >= MIN_FILL})
@@ -210,6 +217,25 @@ def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: fl
                          "bound": bound, "ratios": {q: f.memory for q, f in sorted(queries.items())}})
     return replace(state, queries=queries, expectation=None, due="the last adaptation was ineffective: measured state "
                    f"{total:,.0f} B over the bound {bound:,.0f} B after its predicted settle time"), [event]
+
+
+def project(at_step: tuple[float, float], measured: float, now: float, window: float) -> float | None:
+    """The state a window will hold once it has turned over since its input rate stepped, from its growth so far.
+
+    A window of size W that saw its rate step τ ago holds (1 − τ/W) of the
+    old rate's elements and τ/W of the new one's, so its state moves
+    linearly from what it held at the step to the new steady state: that
+    state is m_step + (m − m_step)·W/τ. The model may not know the new
+    steady state (keys that drift: a count per key's groups grow with the
+    arrivals while its estimate stays flat), the measurement's slope does.
+    None before a quarter of the window (``MIN_FILL``) has turned over: a few
+    seconds' growth times W/τ is mostly noise.
+    """
+    stepped, before = at_step
+    elapsed = now - stepped
+    if window <= 0 or elapsed < MIN_FILL * window or elapsed >= window:
+        return None
+    return max(0.0, before + (measured - before) * window / elapsed)
 
 
 def noise(total: float, rows: int | None) -> float:

@@ -17,6 +17,14 @@ time; only then does the query hold the new estimate alone. Its memory is
 therefore old + new × filled fraction, dropping to new at the drain time —
 the transient the staging and the pricing of migrations already count, and
 what Spark measures (paper 001 Fig 7, ``bench/trajectory.py``).
+
+Where the old plan drains is the applier's choice, not the model's: the
+plant splits at the change + the new window, Spark's GenMig at the change +
+the *larger* of the two windows (results of the old window must complete
+before the new plan answers). ``split`` gives, per query, the time from the
+change to T_split as the applier placed it (the ``t_split`` its migration
+records); the old plan then drains at T_split + lag, while the new plan
+still fills over its own window + lag.
 """
 
 from __future__ import annotations
@@ -49,15 +57,19 @@ def predict(
     old: tuple[np.ndarray, np.ndarray, Outcome],
     new: tuple[np.ndarray, np.ndarray, Outcome],
     lag: np.ndarray | None = None,
+    split: np.ndarray | None = None,
 ) -> Trajectory:
     """Trajectory from the running setting ``old`` = (w, g, outcome) to ``new``.
 
     ``lag``: per query, the watermark delay + trigger of a live migration (model
     time units; None: changes take effect in place, §4.2's linear path).
+    ``split``: per query, model time from ``now`` to the migration's T_split as the applier placed it (only with
+    ``lag``; None: the new window, as the plant splits).
     """
     (w_old, g_old, before), (w_new, g_new, after) = old, new
     if lag is not None:
-        return _migrating(problem, bounds, now, old, new, np.asarray(lag, dtype=float))
+        return _migrating(problem, bounds, now, old, new, np.asarray(lag, dtype=float),
+                          None if split is None else np.asarray(split, dtype=float))
     n = len(problem.queries)
     start = np.full(n, np.inf)
     end = np.full(n, -np.inf)
@@ -109,7 +121,7 @@ def _scaled(deltas: np.ndarray, total: float) -> np.ndarray:
 
 
 def _migrating(problem: Problem, bounds: Bounds, now: float, old: tuple[np.ndarray, np.ndarray, Outcome],
-               new: tuple[np.ndarray, np.ndarray, Outcome], lag: np.ndarray) -> Trajectory:
+               new: tuple[np.ndarray, np.ndarray, Outcome], lag: np.ndarray, split: np.ndarray | None = None) -> Trajectory:
     """The path of live migrations: per changed query, old state held until drained, new state filling meanwhile."""
     (w_old, g_old, before), (w_new, g_new, after) = old, new
     n = len(problem.queries)
@@ -121,13 +133,13 @@ def _migrating(problem: Problem, bounds: Bounds, now: float, old: tuple[np.ndarr
         np.maximum.at(span, problem.win_query, w_new[problem.win_idx])
     if len(problem.gran_idx):
         changed[problem.gran_query[g_old[problem.gran_idx] != g_new[problem.gran_idx]]] = True
-    span = span + lag
-    end = now + span[changed]
+    fill = (span + lag)[changed]
+    end = now + (fill if split is None else split[changed] + lag[changed])
     # The drop at each drain time is a step: sample just before it too.
-    times = np.unique(np.concatenate([[now], end, np.nextafter(end, -np.inf)]))
+    times = np.unique(np.concatenate([[now], now + fill, end, np.nextafter(end, -np.inf)]))
     if len(times) > MAX_POINTS:
         times = np.unique(np.concatenate([np.linspace(now, times[-1], MAX_POINTS - 2), end[:MAX_POINTS // 2]]))
-    filled = np.clip((times[None, :] - now) / np.where(span[changed] > 0, span[changed], 1.0)[:, None], 0.0, 1.0)
+    filled = np.clip((times[None, :] - now) / np.where(fill > 0, fill, 1.0)[:, None], 0.0, 1.0)
     drained = times[None, :] >= end[:, None]
     old_m, new_m = before.query_memory[changed], after.query_memory[changed]
     memory = float(before.total_memory) + (new_m[:, None] * filled - old_m[:, None] * drained).sum(axis=0)

@@ -254,3 +254,17 @@ def test_no_over_bound_trigger_while_a_migration_holds_both_plans_and_any_ratio_
     after, _ = feedback.observe(FeedbackState(), RULES, stepped={"q"}, **args)  # a rate step: no steady ratio, but over
     assert feedback.trigger(after) is not None
     assert feedback.factors(after, RULES, ["q"])[0].tolist() == [RULES.max_ratio if 9.0 > RULES.max_ratio else 9.0]
+
+
+def test_a_window_turning_over_since_a_step_is_projected_from_its_growth():
+    """Keys that drift: a count per key held 60 kB at the step; 12 s into its 20 s window it holds 84 kB, so once the
+    window has turned over it will hold 60 + 24 × 20/12 = 100 kB, though the model's estimate stays flat at 51 kB."""
+    assert feedback.project((120.0, 60_000.0), 84_000.0, 132.0, 20.0) == pytest.approx(100_000.0)
+    assert feedback.project((120.0, 60_000.0), 62_000.0, 123.0, 20.0) is None  # under a quarter of the window: noise
+    assert feedback.project((120.0, 60_000.0), 99_000.0, 140.0, 20.0) is None  # turned over: the measurement itself
+    args = dict(at=AT, now=132.0, measured={"q": 84_000.0}, estimated={"q": 51_000.0}, steady=set(), usable=80_000.0,
+                bound=90_000.0, stepped={"q"})
+    plain, _ = feedback.observe(FeedbackState(), RULES, **args)
+    ahead, _ = feedback.observe(FeedbackState(), RULES, projected={"q": 100_000.0}, **args)
+    assert feedback.factors(plain, RULES, ["q"])[0][0] == pytest.approx(84 / 51)
+    assert feedback.factors(ahead, RULES, ["q"])[0][0] == pytest.approx(100 / 51)  # the cut is sized for where it goes

@@ -1,13 +1,15 @@
 """Pricing changes: a change the maximum step cut short is made whole when migrations are priced; a growth is taken
-only as far as its live migration's transient (old plan beside the new one) fits the usable bound."""
+only as far as its live migration's transient (old plan beside the new one) fits the usable bound; a small cut is
+taken back when the other cuts, deeper, make its room."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from armd.control.pricing import transient_fit, whole_steps
+from armd.control.pricing import concentrate_cuts, transient_fit, whole_steps
 from armd.costmodel.plan import parse_plan
 from armd.policies.guardrails import Guardrails, Running, guard
+from armd.policies.migration_cost import Priced, genmig
 from armd.policies.problem import Bounds, Problem
 from armd.policies.qos import QueryQoS
 
@@ -45,3 +47,34 @@ def test_a_growth_goes_only_as_far_as_old_plus_new_state_fits_the_usable_bound()
     assert transient_fit(p, bounds, grown, running, None, live=False) is grown  # in place: no transient
     roomy = Bounds(memory=float(high.total_memory) * 3, cpu=float(high.total_cpu) * 10)
     assert transient_fit(p, roomy, grown, running, None, live=True) is grown
+
+
+def two_queries() -> Problem:
+    def query(stream: str) -> dict:
+        return {"op": "aggregate", "size": 64, "inputs": [{"op": "window", "w": 30_000, "inputs": [{"op": "source", "stream": stream}]}]}
+
+    doc = {"streams": {"a": {"d": 20, "size": 64}, "b": {"d": 20, "size": 64}}, "queries": {"big": query("a"), "small": query("b")}}
+    return Problem(parse_plan(doc), {q: QueryQoS(window=(5_000, 30_000)) for q in ("big", "small")})
+
+
+def test_a_small_cut_is_taken_back_when_a_deeper_cut_of_a_query_already_migrating_makes_its_room():
+    """Both at 30 s, the bound needs a fifth of that cut: the policy cuts both a little, but cutting one of them (already
+    migrating) a little more costs less QoS than the other's migration, whose old plan holds 30 s of state meanwhile."""
+    p = two_queries()
+    full = p.evaluate(np.ones(2), np.zeros(2))
+    running = Running(np.ones(2), np.zeros(2), np.array([0.0, 0.0]))
+    tight = p.evaluate(np.array([0.62, 0.98]), np.zeros(2))
+    bounds = Bounds(memory=float(tight.total_memory), cpu=float(full.total_cpu) * 10)  # the decision just fits
+    decided = guard(p, bounds, np.array([0.62, 0.98]), np.zeros(2), running, Guardrails(), now=100)
+    assert decided.outcome.fits(bounds) and not p.evaluate(np.array([0.62, 1.0]), np.zeros(2)).fits(bounds)
+    old = float(full.query_memory[0])
+
+    def priced(scale: float) -> dict[str, Priced]:  # the small cut's migration lasts longer: its new window is larger
+        return {q: Priced(-0.01, genmig(w, 2.0, 1.0, old), scale * (w + 4.0), "required") for q, w in (("big", 20.5), ("small", 29.5))}
+
+    fewer, verdicts = concentrate_cuts(p, bounds, decided, running, None, priced(0.002), live=True)
+    assert [verdicts[q].verdict for q in ("big", "small")] == ["required", "vetoed"]
+    assert fewer.fw[1] == 1.0 and fewer.fw[0] < 0.62 and fewer.outcome.fits(bounds)
+    one_cut = {"big": priced(0.002)["big"]}
+    assert concentrate_cuts(p, bounds, decided, running, None, one_cut, live=True)[0] is decided  # nothing to move to
+    assert concentrate_cuts(p, bounds, decided, running, None, priced(0.002), live=False)[0] is decided  # in place

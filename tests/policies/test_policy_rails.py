@@ -199,3 +199,25 @@ def test_a_live_migration_holds_both_plans_until_the_old_one_drains() -> None:
     assert path.memory[-1] == pytest.approx(float(before.total_memory) + new_p - old_p)
     assert path.memory[-1] == pytest.approx(float(after.total_memory))
     assert path.bounds_hold_at == drain
+
+
+def test_a_live_migration_drains_at_the_split_the_applier_placed():
+    """Spark's GenMig splits at the change + the larger window: given that split, the old plan drains there + lag while
+    the new plan still fills over its own window + lag."""
+    problem = window_problem()
+    old_fw, new_fw = np.array([1.0, 1.0]), np.array([0.0, 1.0])
+    w_old, g_old = problem.values(old_fw, np.zeros(2))
+    w_new, g_new = problem.values(new_fw, np.zeros(2))
+    before, after = problem.evaluate(old_fw, np.zeros(2)), problem.evaluate(new_fw, np.zeros(2))
+    bounds = Bounds(memory=float(before.total_memory) * 4, cpu=float(before.total_cpu) * 4)
+    split = np.array([float(w_old[problem.win_idx].max()), 0.0])
+    path = predict(problem, bounds, 0.0, (w_old, g_old, before), (w_new, g_new, after), lag=np.array([3_000.0, 3_000.0]),
+                   split=split)
+    drain = split[0] + 3_000.0
+    new_p, old_p = float(after.query_memory[0]), float(before.query_memory[0])
+    assert path.times[-1] == drain
+    filled = 1_000.0 + 3_000.0  # the new window + lag: from there on the new plan holds its steady state
+    at_filled = int(np.flatnonzero(path.times == filled)[0])
+    assert path.memory[at_filled] == pytest.approx(float(before.total_memory) + new_p)
+    assert path.memory[-2] == pytest.approx(float(before.total_memory) + new_p)
+    assert path.memory[-1] == pytest.approx(float(before.total_memory) + new_p - old_p)
