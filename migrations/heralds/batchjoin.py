@@ -39,10 +39,10 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .herald import Herald, Patterns, hull
-from .join import JoinAction
+from .join import JoinAction, WindowedJoin
 from .partitioner import ANONYMOUS, Partition
 from .predicates import Atom, attributes_of, compile_pair
-from .predsat import DECISION_CACHE, JoinReasoner, Verdict
+from .predsat import DECISION_CACHE, Verdict
 from .satisfiability import Domain
 
 Row = tuple[Any, ...]
@@ -170,15 +170,12 @@ def _probe(
     return out
 
 
-class BatchJoin:
+class BatchJoin(WindowedJoin):
     """The plain plan: ``L ⋈_P R`` windowed, a micro-batch at a time, every pair in the window evaluated."""
 
     def __init__(self, predicate: Sequence[Atom], left: Mapping[str, int], right: Mapping[str, int], *, window: float, ts: str = "ts") -> None:
-        if not window > 0:
-            raise ValueError(f"window must be positive, got {window!r}")
+        super().__init__(predicate, left, right, window=window, ts=ts, reason=False)
         self.test = compile_pair(predicate, left, right)
-        self.ts_index = (left[ts], right[ts])
-        self.window = window
         self.sides = (_Side(), _Side())
 
     def process(self, left: Sequence[Row], right: Sequence[Row]) -> list[tuple[Row, Row]]:
@@ -198,7 +195,7 @@ class BatchJoin:
         return out
 
 
-class MultiModalBatchJoin:
+class MultiModalBatchJoin(WindowedJoin):
     """``L ⋈_P R`` over partition slices, a micro-batch at a time, run by a control table of herald pairs."""
 
     def __init__(
@@ -211,12 +208,7 @@ class MultiModalBatchJoin:
         ts: str = "ts",
         domain: Domain = Domain.REAL,
     ) -> None:
-        if not window > 0:
-            raise ValueError(f"window must be positive, got {window!r}")
-        self.reasoner = JoinReasoner(predicate, domain)
-        self.positions = (dict(left), dict(right))
-        self.ts_index = (left[ts], right[ts])
-        self.window = window
+        super().__init__(predicate, left, right, window=window, ts=ts, domain=domain)
         self.full = (_EVALUATE, compile_pair(self.reasoner.predicate, left, right), _EVALUATE.value)
         self.sides = (_Side(), _Side())
         self._names: dict[tuple[int, Patterns], int] = {}

@@ -89,7 +89,24 @@ class _Chain:
         return chain.from_iterable(self.lists)
 
 
-class MultiModalJoin:
+class WindowedJoin:
+    """What every windowed ``L ⋈_P R`` here shares: each side's attribute positions, its ``ts`` column, the window.
+
+    ``reasoner`` is PredSAT over the predicate (with the attributes it names on each side) for the multi-modal
+    joins; the plain batch join, which decides nothing, passes ``reason=False``.
+    """
+
+    def __init__(self, predicate: Sequence[Atom], left: Mapping[str, int], right: Mapping[str, int], *, window: float,
+                 ts: str = "ts", domain: Domain = Domain.REAL, reason: bool = True) -> None:
+        if not window > 0:
+            raise ValueError(f"window must be positive, got {window!r}")
+        self.reasoner = JoinReasoner(predicate, domain) if reason else None
+        self.positions = (dict(left), dict(right))
+        self.ts_index = (left[ts], right[ts])
+        self.window = window
+
+
+class MultiModalJoin(WindowedJoin):
     """``L ⋈_P R`` over partitions, windowed by ``window`` on each side's ``ts`` attribute."""
 
     def __init__(
@@ -102,12 +119,7 @@ class MultiModalJoin:
         ts: str = "ts",
         domain: Domain = Domain.REAL,
     ) -> None:
-        if not window > 0:
-            raise ValueError(f"window must be positive, got {window!r}")
-        self.reasoner = JoinReasoner(predicate, domain)
-        self.positions = (dict(left), dict(right))
-        self.ts_index = (left[ts], right[ts])
-        self.window = window
+        super().__init__(predicate, left, right, window=window, ts=ts, domain=domain)
         self.full = compile_pair(self.reasoner.predicate, left, right)
         self.runs: tuple[deque[_Run], deque[_Run]] = (deque(), deque())
         self.window_rows: tuple[deque[Row], deque[Row]] = (deque(), deque())
