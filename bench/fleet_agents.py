@@ -55,6 +55,9 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from support.daemon import HEARTBEAT  # noqa: E402
 APPS_PER_STORE = 5
 SETTLE_LIMIT = 60.0
 """Longest wait, once every query is admitted, for the first decision over the whole fleet before measuring."""
@@ -87,17 +90,7 @@ decide_seconds = 10
 apply_seconds = 1
 housekeeping_seconds = 3600
 
-[source.streams.ticks]
-rate_per_second = 5
-
-[plan.streams.ticks]
-rate = 0.005
-size = 16
-
-[plan.queries.tick_count]
-op = "aggregate"
-inputs = [{{ op = "window", c = 10, inputs = [{{ op = "source", stream = "ticks" }}] }}]
-"""
+""" + HEARTBEAT
 
 
 def worker(url: str, apps: list[str], queries: int, rate: float, stop: Any, out: Any) -> None:

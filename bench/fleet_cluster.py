@@ -47,6 +47,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import migration  # noqa: E402
 from support.cluster import StandaloneCluster, spark_env, submit_command  # noqa: E402
+from support.daemon import HEARTBEAT  # noqa: E402
 
 from armd.adapters.spark.source import schedule_json  # noqa: E402
 from armd.adapters.synthetic import Schedule  # noqa: E402
@@ -77,17 +78,7 @@ observe_seconds = 1
 decide_seconds = {decide}
 apply_seconds = 0.5
 
-[source.streams.idle]
-rate_per_second = 1
-
-[plan.streams.idle]
-rate = 0.001
-size = 16
-
-[plan.queries.idle_count]
-op = "aggregate"
-inputs = [{{ op = "window", c = 1000, inputs = [{{ op = "source", stream = "idle" }}] }}]
-"""
+""" + HEARTBEAT
 
 
 def sources(start: float, end: float = END, burst: tuple[float, float, float] | None = BURST) -> dict[str, dict[str, Any]]:

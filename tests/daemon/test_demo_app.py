@@ -23,7 +23,7 @@ from typing import Callable
 import pytest
 from sqlalchemy import select
 from support import REPO
-from support.daemon import ARMD, env, log_events
+from support.daemon import ARMD, HEARTBEAT, env, log_events
 
 from armd.adapters.store import applications as apps
 from armd.adapters.store import models as m
@@ -56,17 +56,7 @@ observe_seconds = 1
 decide_seconds = 2
 apply_seconds = 1
 
-[source.streams.heartbeat]
-rate_per_second = 1
-
-[plan.streams.heartbeat]
-rate = 1
-size = 16
-
-[plan.queries.heartbeat]
-op = "aggregate"
-inputs = [{{ op = "window", c = 10, inputs = [{{ op = "source", stream = "heartbeat" }}] }}]
-
+""" + HEARTBEAT + """
 [[apps]]
 name = "demo"
 command = ["python", "{app}", "--only", "clicks_per_key", "--trigger-seconds", "1", "--burst-factor", "1"]

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pytest
 from support import REPO
-from support.daemon import armd, log_events, start
+from support.daemon import HEARTBEAT, armd, log_events, start
 
 from armd.adapters.store import applications as apps
 from armd.adapters.store.sql import SqlStore
@@ -48,17 +48,7 @@ observe_seconds = 0.2
 decide_seconds = 1
 apply_seconds = 0.2
 
-[source.streams.ticks]
-rate_per_second = 5
-
-[plan.streams.ticks]
-rate = 0.005
-size = 16
-
-[plan.queries.tick_count]
-op = "aggregate"
-inputs = [{{ op = "window", c = 10, inputs = [{{ op = "source", stream = "ticks" }}] }}]
-"""
+""" + HEARTBEAT
 
 
 def wait_for(what: str, ok: Callable[[], bool], seconds: float = 60.0) -> None:

@@ -15,6 +15,22 @@ from support import REPO
 ROOT = REPO
 ARMD = [sys.executable, "-m", "armd.daemon.cli"]
 
+HEARTBEAT = """
+[source.streams.heartbeat]
+rate_per_second = 1
+
+[plan.streams.heartbeat]
+rate = 0.001
+size = 16
+
+[plan.queries.heartbeat]
+op = "aggregate"
+inputs = [{{ op = "window", c = 10, inputs = [{{ op = "source", stream = "heartbeat" }}] }}]
+"""
+"""For ``str.format`` templates of a daemon that governs agent applications only: the plan must still hold a query
+(the plan format's rule, as in config/armd.toml), so a tiny simulated one with no QoS range, for which nothing is
+decided."""
+
 CONFIG = """
 [store]
 url = "sqlite:///{db}"
