@@ -21,10 +21,11 @@ run: $(STAMP)
 # The metadata store's tests also run on a real PostgreSQL: scripts/postgres-up
 # starts a throwaway server on 127.0.0.1 (unless ARMD_TEST_POSTGRES_URL names
 # one already). Without a server those tests skip, or fail under
-# ARMD_REQUIRE_POSTGRES=1 (as in CI).
+# ARMD_REQUIRE_POSTGRES=1 (as in CI). The 30 slowest tests are listed at the end,
+# so the suite's time budget (about 20 minutes here) can be watched.
 test: $(STAMP)
 	$(BIN)/lint-imports
-	ARMD_TEST_POSTGRES_URL="$${ARMD_TEST_POSTGRES_URL:-$$(bash scripts/postgres-up)}" $(BIN)/python -m pytest
+	ARMD_TEST_POSTGRES_URL="$${ARMD_TEST_POSTGRES_URL:-$$(bash scripts/postgres-up)}" $(BIN)/python -m pytest --durations=30
 
 bench: $(STAMP)
 	$(BIN)/python bench/estimate.py --json
