@@ -25,7 +25,11 @@ beside the old one and splits the results at T_split:
    watermark has passed T_split (window aggregates), or, for queries whose
    results are out as soon as their last input is read (inner stream-stream
    joins), it has read past T_split on every source; it is stopped between
-   two batches.
+   two batches. When it starts, a migration records when that will be in
+   event time (``facts["drain_at"]``, ``expected_drain``: the old run's
+   batches go on from the position, ``batch_span_seconds`` each, and a
+   batch's watermark comes from the batches before it), which is when the
+   query's state drops to the new plan's (paper 001 Fig 7).
 
 A result's *reference point* is the instant it describes, a Spark SQL
 expression over the result's columns: a window aggregate's is its window's
@@ -52,6 +56,8 @@ rather than staying open for good.
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import threading
 import time
 from dataclasses import replace
@@ -108,6 +114,44 @@ def reference_filter(expression: str, t_split: float | None, side: str, since: f
         return lambda df: df.filter(point < split)
     start = F.timestamp_seconds(F.lit(since))
     return lambda df: df.filter((point >= start) & (point < split))
+
+
+def expected_drain(t_split: float, delay: float, position: float, batch_span: float, emits: str = "watermark") -> float:
+    """Event time at which the old run stops: the end of its last batch, as this applier's rule places it.
+
+    The old run's batches go on from ``position`` (the end of the batch T_split was placed from), ``batch_span``
+    event seconds each. A window aggregate is done once a batch's progress shows a watermark at or past T_split
+    (``old_plan_done``); Spark takes a batch's watermark from the batches before it, so that is the batch *after*
+    the one whose newest event reaches T_split + the watermark delay. A result that is out on arrival is done with
+    the batch that reads past T_split. With no batch span known (0), the drain is the point itself plus one delay.
+    Paper 001 Fig 7 (``bench/trajectory.py``) compares the old run's last state sample with this.
+    """
+    if emits == "arrival":  # read past T_split: the first batch whose end offset is at or after it
+        if not batch_span > 0:
+            return t_split
+        return position + max(math.ceil((t_split - position) / batch_span), 0) * batch_span
+    point = t_split + delay
+    if not batch_span > 0:
+        return point
+    # the batch [start, end) holding the point has an event at or after it; its watermark shows in the next batch
+    reaching = position + (max(math.floor((point - position) / batch_span), -1) + 1) * batch_span
+    return reaching + batch_span
+
+
+def batch_span_seconds(records: list[ProgressRecord], fallback: float = 0.0, recent: int = 5) -> float:
+    """Event time one batch of a run covers: the median over its ``recent`` batches with input.
+
+    From event-time offsets where the source has them (``armd-synthetic``: exact), else from the step of the
+    newest event time between consecutive batches; ``fallback`` (e.g. ``params.extra["trigger_seconds"]``) when
+    the run has too few batches to tell.
+    """
+    spans = [max(v for v in (s.event_seconds for s in r.sources) if v is not None)
+             for r in records if r.input_rows and any(s.event_seconds is not None for s in r.sources)]
+    if not spans:
+        times = sorted(r.event_max.timestamp() for r in records if r.event_max is not None and r.input_rows)
+        spans = [b - a for a, b in zip(times, times[1:]) if b > a]
+    spans = spans[-recent:]
+    return float(statistics.median(spans)) if spans else float(fallback)
 
 
 def _window_seconds(params: QueryParams) -> float:
@@ -245,8 +289,13 @@ class GenMigApplier:
             raise NotReady(f"query {query!r}: its batches outran armd {SPLIT_ATTEMPTS} times running (the run has written "
                            f"batch {managed.writer.last_batch_id}, its newest progress is of batch "
                            f"{latest.last_executed_batch}); GenMig places T_split again next time")
+        records = [r for r in self._records(latest.run_id) if r.batch_id != latest.batch_id] + [latest]
+        batch = batch_span_seconds(records, float(managed.params.extra.get("trigger_seconds", 0.0)))
+        drain_at = expected_drain(t_split, float(managed.params.extra.get("delay_seconds", 0.0)), max(positions.values()),
+                                  batch, emits)
         migration = Migration(query, self.strategy, managed.params.as_json(), params.as_json(),
                               facts={"positions": positions, "reference_point": reference, "span_seconds": span, "emits": emits,
+                                     "batch_span_seconds": batch, "drain_at": drain_at,
                                      "starts": {s: start.note for s, start in starts.items()},
                                      "old_run": str(managed.query.runId) if managed.query else None,
                                      "old_checkpoint": str(managed.checkpoint), "old_answers_from": since,
