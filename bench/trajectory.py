@@ -24,7 +24,7 @@ The prediction is the one armd makes for a GenMig migration (``predict``
 with the lag = watermark delay + trigger): GenMig runs both plans side by
 side, so until the old run has drained the query holds both plans' state.
 Where it drains is the applier's fact, not the model's ideal: the migration
-records ``drain_at`` (``adapters/spark/genmig.expected_drain``: the end of
+records ``drain_at`` (``adapters/spark/drain.expected_drain``: the end of
 the old run's batch after the one whose newest event passed T_split + the
 watermark delay, batches of the span the old run showed), and the
 prediction drops the old state there (``predict(..., drain=...)``).

@@ -28,8 +28,8 @@ still fills over its own window + lag. ``drain`` gives the drain time itself
 where the applier knows it better: Spark's old run stops at the end of a
 batch, the one after the batch whose newest event passed T_split + the
 watermark delay (a batch's watermark is taken from the batches before it),
-which is up to two batches after T_split + lag
-(``adapters/spark/genmig.expected_drain``, recorded as the migration's
+up to one batch after T_split + lag
+(``adapters/spark/drain.expected_drain``, recorded as the migration's
 ``drain_at``).
 """
 

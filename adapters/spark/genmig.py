@@ -26,7 +26,7 @@ beside the old one and splits the results at T_split:
    results are out as soon as their last input is read (inner stream-stream
    joins), it has read past T_split on every source; it is stopped between
    two batches. When it starts, a migration records when that will be in
-   event time (``facts["drain_at"]``, ``expected_drain``: the old run's
+   event time (``facts["drain_at"]``, ``drain.expected_drain``: the old run's
    batches go on from the position, ``batch_span_seconds`` each, and a
    batch's watermark comes from the batches before it), which is when the
    query's state drops to the new plan's (paper 001 Fig 7).
@@ -56,8 +56,6 @@ rather than staying open for good.
 from __future__ import annotations
 
 import json
-import math
-import statistics
 import threading
 import time
 from dataclasses import replace
@@ -82,6 +80,7 @@ from armd.migrations.genmig import (
     transient_cost,
 )
 
+from .drain import batch_span_seconds, expected_drain
 from .listener import ProgressListener, ProgressRecord
 from .managed import QueryManager, QueryParams, Run, load_builder
 from .sinks import Keep
@@ -114,44 +113,6 @@ def reference_filter(expression: str, t_split: float | None, side: str, since: f
         return lambda df: df.filter(point < split)
     start = F.timestamp_seconds(F.lit(since))
     return lambda df: df.filter((point >= start) & (point < split))
-
-
-def expected_drain(t_split: float, delay: float, position: float, batch_span: float, emits: str = "watermark") -> float:
-    """Event time at which the old run stops: the end of its last batch, as this applier's rule places it.
-
-    The old run's batches go on from ``position`` (the end of the batch T_split was placed from), ``batch_span``
-    event seconds each. A window aggregate is done once a batch's progress shows a watermark at or past T_split
-    (``old_plan_done``); Spark takes a batch's watermark from the batches before it, so that is the batch *after*
-    the one whose newest event reaches T_split + the watermark delay. A result that is out on arrival is done with
-    the batch that reads past T_split. With no batch span known (0), the drain is the point itself plus one delay.
-    Paper 001 Fig 7 (``bench/trajectory.py``) compares the old run's last state sample with this.
-    """
-    if emits == "arrival":  # read past T_split: the first batch whose end offset is at or after it
-        if not batch_span > 0:
-            return t_split
-        return position + max(math.ceil((t_split - position) / batch_span), 0) * batch_span
-    point = t_split + delay
-    if not batch_span > 0:
-        return point
-    # the batch [start, end) holding the point has an event at or after it; its watermark shows in the next batch
-    reaching = position + (max(math.floor((point - position) / batch_span), -1) + 1) * batch_span
-    return reaching + batch_span
-
-
-def batch_span_seconds(records: list[ProgressRecord], fallback: float = 0.0, recent: int = 5) -> float:
-    """Event time one batch of a run covers: the median over its ``recent`` batches with input.
-
-    From event-time offsets where the source has them (``armd-synthetic``: exact), else from the step of the
-    newest event time between consecutive batches; ``fallback`` (e.g. ``params.extra["trigger_seconds"]``) when
-    the run has too few batches to tell.
-    """
-    spans = [max(v for v in (s.event_seconds for s in r.sources) if v is not None)
-             for r in records if r.input_rows and any(s.event_seconds is not None for s in r.sources)]
-    if not spans:
-        times = sorted(r.event_max.timestamp() for r in records if r.event_max is not None and r.input_rows)
-        spans = [b - a for a, b in zip(times, times[1:]) if b > a]
-    spans = spans[-recent:]
-    return float(statistics.median(spans)) if spans else float(fallback)
 
 
 def _window_seconds(params: QueryParams) -> float:

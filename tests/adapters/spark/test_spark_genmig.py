@@ -20,7 +20,7 @@ from support import REPO
 import pytest
 from support.spark import progress_listener, spark  # noqa: F401
 
-from armd.adapters.spark import genmig
+from armd.adapters.spark import drain, genmig
 from armd.adapters.spark.genmig import GenMigApplier
 from armd.adapters.spark.listener import ProgressListener
 from armd.adapters.spark.managed import ManagedSpec, QueryManager
@@ -91,10 +91,10 @@ def test_the_recorded_drain_is_where_the_old_runs_watermark_first_passes_the_spl
 def test_expected_drain_by_hand():
     # Batches of 2 s from the position 18; T_split 28.002, delay 2: the batch [30, 32) holds 30.002, the next batch's
     # watermark passes T_split, so the old run stops at 34. On arrival it stops with the batch reading past 28.002.
-    assert genmig.expected_drain(28.002, 2.0, 18.0, 2.0) == pytest.approx(34.0)
-    assert genmig.expected_drain(28.0, 2.0, 18.0, 2.0) == pytest.approx(34.0)  # 30 opens [30, 32)
-    assert genmig.expected_drain(28.002, 2.0, 18.0, 2.0, "arrival") == pytest.approx(30.0)
-    assert genmig.expected_drain(28.002, 2.0, 18.0, 0.0) == pytest.approx(30.002)  # no batch span known
+    assert drain.expected_drain(28.002, 2.0, 18.0, 2.0) == pytest.approx(34.0)
+    assert drain.expected_drain(28.0, 2.0, 18.0, 2.0) == pytest.approx(34.0)  # 30 opens [30, 32)
+    assert drain.expected_drain(28.002, 2.0, 18.0, 2.0, "arrival") == pytest.approx(30.0)
+    assert drain.expected_drain(28.002, 2.0, 18.0, 0.0) == pytest.approx(30.002)  # no batch span known
 
 
 def test_a_naive_restart_gets_results_wrong_on_the_same_input(window_change):
