@@ -107,6 +107,9 @@ class Scenario:
     """Builder params of both plans."""
     source: str = "armd-synthetic"
     """``armd-synthetic``, ``files`` (a directory of JSON files being appended) or ``rate-micro-batch`` (count only)."""
+    speed: float | None = None
+    """``armd-synthetic`` only: event seconds per wall second (None: SPEED). Below SPEED the batches are paced by a
+    processing-time trigger of BATCH / speed wall seconds, so that each still covers BATCH seconds of event time."""
 
     @property
     def builder(self) -> str:
@@ -117,14 +120,17 @@ class Scenario:
     @property
     def trigger(self) -> Mapping[str, Any] | None:
         """Files and rate-micro-batch batches are paced by a processing-time trigger; the synthetic source paces itself."""
-        return None if self.source == "armd-synthetic" else {"processingTime": f"{TRIGGER_WALL:g} seconds"}
+        if self.source == "armd-synthetic":
+            return None if self.speed is None else {"processingTime": f"{BATCH / self.speed:g} seconds"}
+        return {"processingTime": f"{TRIGGER_WALL:g} seconds"}
 
     @property
     def span_windows(self) -> int:
         return 2 if self.shape == "join3" else 1
 
     def params(self, variant: Variant, start: float, where: str = "") -> QueryParams:
-        extra = {"delay_seconds": DELAY, "sources": sources(self.rates, start, self.source, where), "end": start + END,
+        extra = {"delay_seconds": DELAY, "sources": sources(self.rates, start, self.source, where, self.speed or SPEED),
+                 "end": start + END,
                  **self.extra, **variant.extra}
         return QueryParams(windows={"w": variant.window}, slides={"w": variant.slide} if variant.slide else {},
                            join_order=variant.join_order, extra=extra)
@@ -188,11 +194,12 @@ def origin() -> float:
     return ALIGN * math.ceil((time.time() + 3) / ALIGN)
 
 
-def sources(rates: Mapping[str, float], start: float, kind: str = "armd-synthetic", where: str = "") -> dict[str, dict[str, Any]]:
+def sources(rates: Mapping[str, float], start: float, kind: str = "armd-synthetic", where: str = "",
+            speed: float = SPEED) -> dict[str, dict[str, Any]]:
     """Each stream's source options (``params.extra["sources"]``); ``where`` is the files scenario's directory."""
     names = ",".join(rates)
     synthetic = {name: {"start": repr(start), "schedule": json.dumps(schedule_json(Schedule(rate))), "seed": 11,
-                        "all_streams": names, "keys": KEYS, "end_seconds": END, "max_seconds_per_batch": BATCH, "speed": SPEED}
+                        "all_streams": names, "keys": KEYS, "end_seconds": END, "max_seconds_per_batch": BATCH, "speed": speed}
                  for name, rate in rates.items()}
     if kind == "files":
         # At most BATCH event seconds per batch, like the synthetic source: a slow run must not leap ahead.

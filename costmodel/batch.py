@@ -266,9 +266,12 @@ def _aggregate(x, out, p, k) -> None:
         out_size[...] = agg_size
 
     # (15)–(19) per group, times n groups; an empty input (D = ∞) costs nothing
-    hits = l / g * end_hits
-    hits *= _CEIL_SLACK
-    np.ceil(hits, out=hits)
+    if k.window_extra is None:
+        hits = l / g * end_hits
+        hits *= _CEIL_SLACK
+        np.ceil(hits, out=hits)
+    else:  # spark: the mean number of live windows, (l + g)/g (evaluate.spark_aggregate_memory)
+        hits = (l + g) / g * end_hits
     hits *= agg_size
     np.copyto(hits, agg_size, where=~active)
     np.multiply(groups, hits, out=memory)  # (15)

@@ -24,7 +24,13 @@ the *larger* of the two windows (results of the old window must complete
 before the new plan answers). ``split`` gives, per query, the time from the
 change to T_split as the applier placed it (the ``t_split`` its migration
 records); the old plan then drains at T_split + lag, while the new plan
-still fills over its own window + lag.
+still fills over its own window + lag. ``drain`` gives the drain time itself
+where the applier knows it better: Spark's old run stops at the end of a
+batch, the one after the batch whose newest event passed T_split + the
+watermark delay (a batch's watermark is taken from the batches before it),
+up to one batch after T_split + lag
+(``adapters/spark/drain.expected_drain``, recorded as the migration's
+``drain_at``).
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ def predict(
     new: tuple[np.ndarray, np.ndarray, Outcome],
     lag: np.ndarray | None = None,
     split: np.ndarray | None = None,
+    drain: np.ndarray | None = None,
 ) -> Trajectory:
     """Trajectory from the running setting ``old`` = (w, g, outcome) to ``new``.
 
@@ -65,11 +72,15 @@ def predict(
     time units; None: changes take effect in place, §4.2's linear path).
     ``split``: per query, model time from ``now`` to the migration's T_split as the applier placed it (only with
     ``lag``; None: the new window, as the plant splits).
+    ``drain``: per query, model time from ``now`` to the old plan's drain as the applier expects it (only with
+    ``lag``; it replaces T_split + lag, e.g. Spark's GenMig, whose old run stops at a batch boundary one batch after
+    its newest event passes T_split + the watermark delay). NaN entries fall back to T_split + lag.
     """
     (w_old, g_old, before), (w_new, g_new, after) = old, new
     if lag is not None:
         return _migrating(problem, bounds, now, old, new, np.asarray(lag, dtype=float),
-                          None if split is None else np.asarray(split, dtype=float))
+                          None if split is None else np.asarray(split, dtype=float),
+                          None if drain is None else np.asarray(drain, dtype=float))
     n = len(problem.queries)
     start = np.full(n, np.inf)
     end = np.full(n, -np.inf)
@@ -121,7 +132,8 @@ def _scaled(deltas: np.ndarray, total: float) -> np.ndarray:
 
 
 def _migrating(problem: Problem, bounds: Bounds, now: float, old: tuple[np.ndarray, np.ndarray, Outcome],
-               new: tuple[np.ndarray, np.ndarray, Outcome], lag: np.ndarray, split: np.ndarray | None = None) -> Trajectory:
+               new: tuple[np.ndarray, np.ndarray, Outcome], lag: np.ndarray, split: np.ndarray | None = None,
+               drain: np.ndarray | None = None) -> Trajectory:
     """The path of live migrations: per changed query, old state held until drained, new state filling meanwhile."""
     (w_old, g_old, before), (w_new, g_new, after) = old, new
     n = len(problem.queries)
@@ -135,6 +147,8 @@ def _migrating(problem: Problem, bounds: Bounds, now: float, old: tuple[np.ndarr
         changed[problem.gran_query[g_old[problem.gran_idx] != g_new[problem.gran_idx]]] = True
     fill = (span + lag)[changed]
     end = now + (fill if split is None else split[changed] + lag[changed])
+    if drain is not None:
+        end = np.where(np.isnan(drain[changed]), end, now + drain[changed])
     # The drop at each drain time is a step: sample just before it too.
     times = np.unique(np.concatenate([[now], now + fill, end, np.nextafter(end, -np.inf)]))
     if len(times) > MAX_POINTS:

@@ -25,7 +25,11 @@ beside the old one and splits the results at T_split:
    watermark has passed T_split (window aggregates), or, for queries whose
    results are out as soon as their last input is read (inner stream-stream
    joins), it has read past T_split on every source; it is stopped between
-   two batches.
+   two batches. When it starts, a migration records when that will be in
+   event time (``facts["drain_at"]``, ``drain.expected_drain``: the old run's
+   batches go on from the position, ``batch_span_seconds`` each, and a
+   batch's watermark comes from the batches before it), which is when the
+   query's state drops to the new plan's (paper 001 Fig 7).
 
 A result's *reference point* is the instant it describes, a Spark SQL
 expression over the result's columns: a window aggregate's is its window's
@@ -76,6 +80,7 @@ from armd.migrations.genmig import (
     transient_cost,
 )
 
+from .drain import batch_span_seconds, expected_drain
 from .listener import ProgressListener, ProgressRecord
 from .managed import QueryManager, QueryParams, Run, load_builder
 from .sinks import Keep
@@ -245,8 +250,13 @@ class GenMigApplier:
             raise NotReady(f"query {query!r}: its batches outran armd {SPLIT_ATTEMPTS} times running (the run has written "
                            f"batch {managed.writer.last_batch_id}, its newest progress is of batch "
                            f"{latest.last_executed_batch}); GenMig places T_split again next time")
+        records = [r for r in self._records(latest.run_id) if r.batch_id != latest.batch_id] + [latest]
+        batch = batch_span_seconds(records, float(managed.params.extra.get("trigger_seconds", 0.0)))
+        drain_at = expected_drain(t_split, float(managed.params.extra.get("delay_seconds", 0.0)), max(positions.values()),
+                                  batch, emits)
         migration = Migration(query, self.strategy, managed.params.as_json(), params.as_json(),
                               facts={"positions": positions, "reference_point": reference, "span_seconds": span, "emits": emits,
+                                     "batch_span_seconds": batch, "drain_at": drain_at,
                                      "starts": {s: start.note for s, start in starts.items()},
                                      "old_run": str(managed.query.runId) if managed.query else None,
                                      "old_checkpoint": str(managed.checkpoint), "old_answers_from": since,

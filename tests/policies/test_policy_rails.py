@@ -221,3 +221,24 @@ def test_a_live_migration_drains_at_the_split_the_applier_placed():
     assert path.memory[at_filled] == pytest.approx(float(before.total_memory) + new_p)
     assert path.memory[-2] == pytest.approx(float(before.total_memory) + new_p)
     assert path.memory[-1] == pytest.approx(float(before.total_memory) + new_p - old_p)
+
+
+def test_a_live_migration_drains_when_the_applier_expects_it():
+    """An applier that knows its old run's drain better than T_split + lag (Spark: the end of a batch) gives it; the
+    old state then stays until that moment and goes there at once."""
+    problem = window_problem()
+    old_fw, new_fw = np.array([1.0, 1.0]), np.array([0.0, 1.0])
+    w_old, g_old = problem.values(old_fw, np.zeros(2))
+    w_new, g_new = problem.values(new_fw, np.zeros(2))
+    before, after = problem.evaluate(old_fw, np.zeros(2)), problem.evaluate(new_fw, np.zeros(2))
+    bounds = Bounds(memory=float(after.total_memory) * 1.0001, cpu=float(before.total_cpu) * 4)
+    split = np.array([float(w_old[problem.win_idx].max()), 0.0])
+    later = split[0] + 3_000.0 + 1_500.0
+    path = predict(problem, bounds, 0.0, (w_old, g_old, before), (w_new, g_new, after), lag=np.array([3_000.0, 3_000.0]),
+                   split=split, drain=np.array([later, np.nan]))
+    new_p, old_p = float(after.query_memory[0]), float(before.query_memory[0])
+    assert path.times[-1] == later
+    assert split[0] + 3_000.0 not in path.times  # T_split + lag is no longer a drain time
+    assert path.memory[-2] == pytest.approx(float(before.total_memory) + new_p)
+    assert path.memory[-1] == pytest.approx(float(before.total_memory) + new_p - old_p)
+    assert path.bounds_hold_at == later

@@ -20,11 +20,12 @@ from support import REPO
 import pytest
 from support.spark import progress_listener, spark  # noqa: F401
 
-from armd.adapters.spark import genmig
+from armd.adapters.spark import drain, genmig
 from armd.adapters.spark.genmig import GenMigApplier
 from armd.adapters.spark.listener import ProgressListener
 from armd.adapters.spark.managed import ManagedSpec, QueryManager
 from armd.adapters.spark.sinks import MemorySink
+from armd.adapters.spark.source import offset_seconds
 
 sys.path.insert(0, str(REPO / "bench"))
 import migration  # noqa: E402
@@ -73,6 +74,27 @@ def test_genmig_equals_old_before_the_split_and_new_after_it(window_change):
     # Both plans answered, each on its side, and the new windows are 10 s long (identities are (end, start, key)).
     assert any(k[0] < split for k in got) and any(k[0] >= split for k in got)
     assert all(k[0] - k[1] == 10 for k in got if k[0] >= split) and all(k[0] - k[1] == 6 for k in got if k[0] < split)
+
+
+def test_the_recorded_drain_is_where_the_old_runs_watermark_first_passes_the_split(window_change):
+    """``drain_at`` (what Fig 7's prediction drains at) is the end of the old run's first batch whose watermark has
+    passed T_split, read off Spark's own progress: the batch after the one whose newest event passed T_split + delay."""
+    run = window_change["genmig"]
+    first = run["transitions"][0]
+    assert first.facts["batch_span_seconds"] == pytest.approx(migration.BATCH)
+    passed = [r for r in run["old"] if r.watermark is not None and r.watermark.timestamp() >= first.t_split]
+    assert passed, "the old run stopped before its watermark passed T_split"
+    end = max(offset_seconds(s.end_offset) for s in min(passed, key=lambda r: r.batch_id).sources)
+    assert first.facts["drain_at"] - run["start"] == pytest.approx(end, abs=1e-6)
+
+
+def test_expected_drain_by_hand():
+    # Batches of 2 s from the position 18; T_split 28.002, delay 2: the batch [30, 32) holds 30.002, the next batch's
+    # watermark passes T_split, so the old run stops at 34. On arrival it stops with the batch reading past 28.002.
+    assert drain.expected_drain(28.002, 2.0, 18.0, 2.0) == pytest.approx(34.0)
+    assert drain.expected_drain(28.0, 2.0, 18.0, 2.0) == pytest.approx(34.0)  # 30 opens [30, 32)
+    assert drain.expected_drain(28.002, 2.0, 18.0, 2.0, "arrival") == pytest.approx(30.0)
+    assert drain.expected_drain(28.002, 2.0, 18.0, 0.0) == pytest.approx(30.002)  # no batch span known
 
 
 def test_a_naive_restart_gets_results_wrong_on_the_same_input(window_change):
