@@ -266,6 +266,11 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             step = max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
             if step == now and changed_at.get(q, 0.0) <= step and not _joins(plan, q):
                 at_step[q] = (now, measured[q])
+        stepped_now = getattr(rates, "stepped", frozenset())
+        prior = {q: v for q, v in state.feedback.prior.items()
+                 if q in running and now - v[1] < longest_window(plan, q, running[q])}
+        if stepped_now and rows:
+            prior.update(_step_priors(plan, model, admitted, running, state, rates, estimated, stepped_now, now))
         projected = {q: p for q, (t, m) in at_step.items() if changed_at.get(q, 0.0) <= t
                      and (p := feedback.project((t, m), measured[q], now, longest_window(plan, q, running[q]))) is not None}
         watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
@@ -278,12 +283,49 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
             settled=all(q in steady for q in measured), rows=_rows(observation, measured), filling=filling,
             migrating=bool(migrating & set(measured)), stepped=calm - set(longest), projected=projected)
-        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, at_step=at_step))
+        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, at_step=at_step, prior=prior))
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
                     watch=watch, history=history, measured=inputs)
     return Observed(state, rows, measured, events)
+
+
+def _step_priors(plan: Any, model: Model, admitted: list[str], running: Mapping[str, QuerySettings], state: CycleState,
+                 rates: ArrivalTracker, estimated: Mapping[str, float], stepped: Collection[str],
+                 now: float) -> dict[str, tuple[float, float]]:
+    """Per query whose input rate stepped *up* and whose state the model under-estimated: the factor of the prior that
+    the unexplained state grows with the arrivals (``feedback.step_prior``), with the step's model time.
+
+    The model's part of a query's state follows its own rate law (a count per key with a fixed group-by stays flat
+    through a burst), the part it does not explain came with the arrivals (ids never seen before keep coming): until a
+    window has turned over since the step, nothing measured says how that part grows, so the decision at the step
+    assumes it grows with the rate, not with the estimate. A plan whose bytes per row is off has an excess that follows
+    the estimate instead, and shows in every query reading the stream: the least factor among those is taken as that
+    common error (``shared``), only the rest as arrivals'. Without such a peer the prior may over-cut a query for one
+    window; its steady ratio replaces the prior then."""
+    problem = model.problem_of(admitted)
+    fw, fg = fractions_of(problem, running)
+    before = estimate_rows(problem, fw, fg, model.current_d(state.rates), drops_of(problem, running))
+    old = {r.query: r.memory_bytes for r in before if r.query is not None}
+    d_old = dict(zip(model.stream_names, model.current_d(state.rates)))
+    d_new = dict(zip(model.stream_names, model.current_d(rates)))
+    factors = {q: f.memory for q, f in state.feedback.queries.items() if q in admitted and f.memory_at is not None}
+    common = {}  # per stream, the least factor of the queries reading it: an error they share is the elements' bytes
+    for q, value in factors.items():
+        for s in _streams(plan, q):
+            common[s] = min(common.get(s, value), value)
+    out = {}
+    for q in admitted:
+        f = state.feedback.queries.get(q)
+        if f is None or q not in running or q not in estimated or _joins(plan, q):
+            continue
+        up = max((d_old[s] / d_new[s] for s in _streams(plan, q) & set(stepped) if d_new.get(s, 0) > 0), default=1.0)
+        shared = min((common[s] for s in _streams(plan, q) if s in common), default=f.memory)
+        factor = feedback.step_prior(f.memory, old.get(q, 0.0), estimated[q], up, shared)
+        if factor is not None:
+            out[q] = (factor, now)
+    return out
 
 
 def _streams(plan: Any, query: str) -> set[str]:

@@ -121,6 +121,9 @@ class FeedbackState:
     """The factors the last decision used (a policy's incremental state is only valid for the same ones)."""
     at_step: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Per query whose input rate stepped: (model time of the step, measured state bytes then), for ``projected``."""
+    prior: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per query whose input rate stepped up: (``step_prior``'s factor, model time of the step), kept until a window
+    has turned over since the step (the cycle drops it then); the factor is at least that meanwhile."""
 
 
 def smoothed(previous: float, sample: float, elapsed: float, window: float, rise: float | None = None,
@@ -238,6 +241,25 @@ def project(at_step: tuple[float, float], measured: float, now: float, window: f
     return max(0.0, before + (measured - before) * window / elapsed)
 
 
+def step_prior(factor: float, before: float, after: float, up: float, shared: float = 1.0) -> float | None:
+    """The factor for a query right after its input rate stepped up by ``up`` (new / old rate), when the state the
+    model does not explain is assumed to come with the arrivals.
+
+    Before the step the query held ``before`` × ``factor`` (``before``: the estimate at the old rate), of which
+    ``before`` × (``factor`` − ``shared``) the model does not explain (``shared``: the part of the factor every query
+    of the stream has, the elements' bytes, which follows the estimate); that part times ``up``, over the estimate at
+    the new rate ``after``, plus ``shared``. None when there is nothing unexplained, no rise or no estimate.
+    A count per key whose keys drift (new ids with every arrival) holds groups its fixed group-by does not foresee:
+    its estimate stays flat through a ×4 burst while that excess grows ×4 — known from the measurements only once
+    a quarter of its window has turned over (``project``), after the decision at the step has cut too little.
+    """
+    shared = min(max(shared, 1.0), factor)
+    if factor <= shared or up <= 1.0 or before <= 0 or after <= 0:
+        return None
+    prior = shared + before * (factor - shared) * up / after
+    return prior if prior > factor else None
+
+
 def noise(total: float, rows: int | None) -> float:
     """Two standard deviations of a state of ``rows`` Poisson-counted rows, in bytes (0 when not counted).
 
@@ -268,6 +290,8 @@ def factors(state: FeedbackState, rules: FeedbackRules, queries: Sequence[str]) 
         if f is None:
             continue
         memory[i] = max(f.memory, f.last_memory or 0.0, f.raw or 0.0) if state.over_since is not None else f.memory
+        if q in state.prior:
+            memory[i] = max(memory[i], state.prior[q][0])
         cpu[i] = f.cpu
         if q in used:  # noise around the factor a decision used is no reason to decide (and migrate) again
             memory[i], cpu[i] = _kept(memory[i], used[q][0], rules.deadband), _kept(cpu[i], used[q][1], rules.deadband)

@@ -268,3 +268,19 @@ def test_a_window_turning_over_since_a_step_is_projected_from_its_growth():
     ahead, _ = feedback.observe(FeedbackState(), RULES, projected={"q": 100_000.0}, **args)
     assert feedback.factors(plain, RULES, ["q"])[0][0] == pytest.approx(84 / 51)
     assert feedback.factors(ahead, RULES, ["q"])[0][0] == pytest.approx(100 / 51)  # the cut is sized for where it goes
+
+
+def test_at_a_rate_step_the_state_the_model_does_not_explain_is_assumed_to_grow_with_the_arrivals():
+    """Keys that drift: a count per key held 1.3× its flat estimate (the 0.3 came with the arrivals: ids never seen
+    before); at a ×4 step that excess is assumed ×4, so the decision at the step already cuts for about 2.2×, where
+    the factor alone (1.3) left the next cut to the measurements 12 s later."""
+    assert feedback.step_prior(1.3, 51_000.0, 51_000.0, 4.0) == pytest.approx(2.2)
+    # The estimate grows with the rate too (a sum over the elements): the excess is a smaller share of it.
+    assert feedback.step_prior(1.5, 25_000.0, 100_000.0, 4.0) is None  # 1 + 0.5 × 4 × ¼ = 1.5: no more than it has
+    # An error every query of the stream shares (bytes per element 2×) follows the estimate: no prior from it.
+    assert feedback.step_prior(2.0, 46_000.0, 46_000.0, 4.0, shared=2.0) is None
+    assert feedback.step_prior(2.3, 46_000.0, 46_000.0, 4.0, shared=2.0) == pytest.approx(3.2)
+    assert feedback.step_prior(1.3, 51_000.0, 51_000.0, 0.25) is None  # a fall: the factor stands
+    assert feedback.step_prior(0.9, 51_000.0, 51_000.0, 4.0) is None  # over-estimated: nothing unexplained
+    state = FeedbackState(queries={"q": feedback.QueryFeedback(memory=1.3, memory_at=0.0)}, prior={"q": (2.2, 121.0)})
+    assert feedback.factors(state, RULES, ["q"])[0][0] == pytest.approx(2.2)
