@@ -283,7 +283,10 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
             settled=all(q in steady for q in measured), rows=_rows(observation, measured), filling=filling,
             migrating=bool(migrating & set(measured)), stepped=calm - set(longest), projected=projected)
-        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, at_step=at_step, prior=prior))
+        unmeasured = frozenset(q for q, f in filling.items() if f < feedback.MIN_FILL
+                               and (q not in loop.queries or loop.queries[q].memory_at is None))
+        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, at_step=at_step, prior=prior,
+                                                unmeasured=unmeasured))
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
@@ -386,11 +389,13 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
         trigger = trigger or "join order in force changed"
     pending = any(not row.recommend_only and not same_settings(snapshot.running.get(q), row.settings)
                   for q, row in snapshot.desired.items())
-    if trigger is None and state.estimate_over and state.last_feasible and not pending:
+    if trigger is None and state.estimate_over and state.last_feasible and not pending \
+            and not feedback.waiting(state.feedback, setup.feedback):
         # Rates can creep up by less than the threshold each time and still carry the settings in force
         # through the reserve and over the bounds; re-deciding is due then too (not when even the
         # minimum did not fit, nor while the last decision's settings are still being put into force:
-        # deciding again each second on noisy rates only moves the target of the migrations waiting).
+        # deciding again each second on noisy rates only moves the target of the migrations waiting;
+        # nor while a filling query's ratio is seconds away: ``feedback.waiting``).
         trigger = "the estimate of the settings in force exceeds the bounds"
     trigger = trigger or feedback.trigger(state.feedback)
     done = Tick(state, model, tuple(admissions), removed, tuple(failures))
@@ -526,7 +531,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
     live = setup.migration.strategy == "genmig"
     guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)
-    fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live)
+    fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live, hysteresis=rails.hysteresis)
     if fitted is not guarded:  # growths cut short are priced again: a sliver of a growth is a whole migration
         fitted, again = price(setup, problem, fitted, running, snapshot.running, stream_d)
         priced = {**priced, **again}

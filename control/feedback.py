@@ -121,6 +121,8 @@ class FeedbackState:
     """The factors the last decision used (a policy's incremental state is only valid for the same ones)."""
     at_step: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Per query whose input rate stepped: (model time of the step, measured state bytes then), for ``projected``."""
+    unmeasured: frozenset[str] = frozenset()
+    """Queries whose windows fill since they started or changed and that have no ratio yet (under ``MIN_FILL``)."""
     prior: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Per query whose input rate stepped up: (``step_prior``'s factor, model time of the step), kept until a window
     has turned over since the step (the cycle drops it then); the factor is at least that meanwhile."""
@@ -268,6 +270,17 @@ def noise(total: float, rows: int | None) -> float:
     that is a reason to cut (and to re-decide), or the noise drives decisions.
     """
     return 2.0 * total / math.sqrt(rows) if rows else 0.0
+
+
+def waiting(state: FeedbackState, rules: FeedbackRules) -> bool:
+    """Some query's ratio is about to be known (its windows fill and a ratio comes at ``MIN_FILL``) and the measured
+    state is not over the bound: an estimate of the settings in force over the bounds waits for it.
+
+    During the warm-up the windows fill: a decision on the ratios of some queries and the plan's word for the others
+    cuts too little, and the next one, a few seconds later, cuts the same queries again, each cut a migration whose
+    old plan goes on filling beside the new one until it drains (a plan whose bytes per row is 2× the model's made
+    four warm-up migrations this way)."""
+    return rules.enabled and bool(state.unmeasured) and state.over_since is None
 
 
 def trigger(state: FeedbackState) -> str | None:

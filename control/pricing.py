@@ -68,7 +68,7 @@ STEPS = 33
 
 
 def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
-                  live: bool) -> Guarded:
+                  live: bool, hysteresis: float = 0.0) -> Guarded:
     """Growths taken only as far as their migrations' transient state fits under the usable memory bound.
 
     A live migration (GenMig) to a larger window holds the old plan's state
@@ -80,7 +80,10 @@ def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: R
     the way to their new settings, the largest (of ``STEPS``) at which the
     estimate of the new settings plus the old state of the growing queries
     stays within the usable bound (with no room at all they keep their
-    settings). Cuts are left alone
+    settings). A growth shortened to less than the guardrails'
+    ``hysteresis`` (a window 5.0 → 5.33 s of a 5–30 s range) keeps its
+    setting too: the guardrails hold such a change back when the policy asks
+    for it, and a sliver left by the shortening is as much a migration. Cuts are left alone
     (the bounds need them), as are changes made in place (``live`` false: no
     migration holds two plans).
     """
@@ -102,6 +105,8 @@ def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: R
     # Share 0 is no growth, hence no transient: the growing queries stay as they are.
     k = int(np.flatnonzero(np.concatenate([[True], totals[1:] + extra <= usable]))[-1])
     kept_fw, kept_fg = fw[:, k], fg[:, k]
+    sliver = growing & (np.abs(kept_fw - running.fw) < hysteresis) & (np.abs(kept_fg - running.fg) < hysteresis)
+    kept_fw, kept_fg = np.where(sliver, running.fw, kept_fw), np.where(sliver, running.fg, kept_fg)
     shortened = set(np.array(problem.queries)[growing].tolist())
     # A growth cut short here is no longer one the maximum step limited: pricing must not take it to the proposal.
     return replace(guarded, fw=kept_fw, fg=kept_fg, outcome=problem.evaluate(kept_fw, kept_fg, stream_d, fd=guarded.fd),

@@ -284,3 +284,13 @@ def test_at_a_rate_step_the_state_the_model_does_not_explain_is_assumed_to_grow_
     assert feedback.step_prior(0.9, 51_000.0, 51_000.0, 4.0) is None  # over-estimated: nothing unexplained
     state = FeedbackState(queries={"q": feedback.QueryFeedback(memory=1.3, memory_at=0.0)}, prior={"q": (2.2, 121.0)})
     assert feedback.factors(state, RULES, ["q"])[0][0] == pytest.approx(2.2)
+
+
+def test_an_estimate_over_the_bounds_waits_for_a_filling_querys_first_ratio_unless_measured_state_is_over():
+    """Warm-up of a plan whose bytes per row is 2×: one query's ratio is known, the other's is seconds away; deciding
+    now cuts too little and the next decision cuts the same queries again (two migrations each)."""
+    rules = RULES
+    assert feedback.waiting(FeedbackState(unmeasured=frozenset({"q"})), rules)
+    assert not feedback.waiting(FeedbackState(unmeasured=frozenset({"q"}), over_since=5.0), rules)  # over: cut now
+    assert not feedback.waiting(FeedbackState(), rules)
+    assert not feedback.waiting(FeedbackState(unmeasured=frozenset({"q"})), replace(rules, enabled=False))

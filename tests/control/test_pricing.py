@@ -49,6 +49,20 @@ def test_a_growth_goes_only_as_far_as_old_plus_new_state_fits_the_usable_bound()
     assert transient_fit(p, roomy, grown, running, None, live=True) is grown
 
 
+def test_a_growth_shortened_below_the_hysteresis_keeps_its_setting():
+    """A sliver of a growth (5.0 → 5.33 s of a 5–30 s range) is a whole migration: where the guardrails would hold it
+    back if the policy asked for it, they hold it back when the transient's room shortens a growth to it."""
+    p = problem()
+    low, high = p.evaluate(np.array([0.0]), np.zeros(1)), p.evaluate(np.array([1.0]), np.zeros(1))
+    running = Running(np.array([0.0]), np.zeros(1), np.array([0.0]))
+    bounds = Bounds(memory=float(high.total_memory) / 0.9 * 1.001, cpu=float(high.total_cpu) * 10)
+    grown = guard(p, bounds, np.array([1.0]), np.zeros(1), running, Guardrails(), now=100)
+    share = float(transient_fit(p, bounds, grown, running, None, live=True).fw[0])
+    assert transient_fit(p, bounds, grown, running, None, live=True, hysteresis=share * 0.9).fw[0] == share
+    held = transient_fit(p, bounds, grown, running, None, live=True, hysteresis=share * 1.1)
+    assert held.fw.tolist() == [0.0] and float(held.outcome.total_memory) == float(low.total_memory)
+
+
 def two_queries() -> Problem:
     def query(stream: str) -> dict:
         return {"op": "aggregate", "size": 64, "inputs": [{"op": "window", "w": 30_000, "inputs": [{"op": "source", "stream": stream}]}]}
