@@ -51,7 +51,7 @@ from .model import (Model, Setup, build_model, drops_of, estimate_rows, fraction
                     settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .desired import TransientMemory, stage_changes, staged_events
-from .pricing import concentrate_cuts, price, transient_fit
+from .pricing import concentrate_cuts, hold_small_cuts, price, transient_fit
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
@@ -531,6 +531,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
     live = setup.migration.strategy == "genmig"
     guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)
+    guarded = hold_small_cuts(problem, bounds, guarded, running, stream_d, live, state.feedback.over_since is not None)
     fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live, hysteresis=rails.hysteresis)
     if fitted is not guarded:  # growths cut short are priced again: a sliver of a growth is a whole migration
         fitted, again = price(setup, problem, fitted, running, snapshot.running, stream_d)
