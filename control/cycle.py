@@ -517,7 +517,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         done = replace(done, admissions=(*done.admissions, *readmitted), readmitted=tuple(v.query for v in readmitted))
         changes |= Changes(queries=True)
     problem = feedback.corrected(model.problem_of(admitted), state.feedback, setup.feedback)
-    bounds, rails, now, at = setup.bounds, setup.rails, snapshot.now, snapshot.at
+    bounds, rails, now, at = feedback.with_margin(setup.bounds, state.feedback, setup.feedback), setup.rails, snapshot.now, snapshot.at
     stream_d, forecasts = forecast_d(setup, model, state.history, snapshot.running, admitted, stream_d)
     in_force = snapshot.running
     changed = None if changes.queries or changes.bounds or changes.model else state.rates.drifted()

@@ -294,3 +294,19 @@ def test_an_estimate_over_the_bounds_waits_for_a_filling_querys_first_ratio_unle
     assert not feedback.waiting(FeedbackState(unmeasured=frozenset({"q"}), over_since=5.0), rules)  # over: cut now
     assert not feedback.waiting(FeedbackState(), rules)
     assert not feedback.waiting(FeedbackState(unmeasured=frozenset({"q"})), replace(rules, enabled=False))
+
+
+def test_decisions_aim_one_standard_deviation_of_the_arrivals_noise_under_the_usable_bound():
+    """10,000 rows of 20 B: the measured total's noise is 1 % (one σ = 2,000 B), so the usable bound aimed at is
+    2,000 B lower; without counted rows, or with feedback off, the bounds are the configured ones."""
+    from armd.policies.problem import Bounds
+
+    bounds = Bounds(memory=250_000.0, cpu=1.0, reserve=0.2)
+    args = dict(at=AT, now=0.0, measured={"q": 200_000.0}, estimated={"q": 200_000.0}, steady={"q"}, usable=200_000.0,
+                bound=250_000.0)
+    counted, _ = feedback.observe(FeedbackState(), RULES, rows=10_000, **args)
+    assert counted.spread == pytest.approx(2_000.0)
+    assert feedback.with_margin(bounds, counted, RULES).usable_memory == pytest.approx(198_000.0)
+    uncounted, _ = feedback.observe(FeedbackState(), RULES, **args)
+    assert feedback.with_margin(bounds, uncounted, RULES) is bounds
+    assert feedback.with_margin(bounds, counted, replace(RULES, enabled=False)) is bounds
