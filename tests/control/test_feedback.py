@@ -310,3 +310,29 @@ def test_decisions_aim_one_standard_deviation_of_the_arrivals_noise_under_the_us
     uncounted, _ = feedback.observe(FeedbackState(), RULES, **args)
     assert feedback.with_margin(bounds, uncounted, RULES) is bounds
     assert feedback.with_margin(bounds, counted, replace(RULES, enabled=False)) is bounds
+
+
+def test_in_the_warm_up_a_decision_waits_for_the_first_ratio_of_a_filling_query(tmp_path):
+    """Through the cycle: under GenMig (every plan starts empty) a query whose windows have filled less than a quarter
+    has no ratio yet; an estimate of the settings in force over the bounds waits for it instead of deciding now."""
+    setup, model, state = example(tmp_path)
+    setup = replace(setup, migration=replace(setup.migration, strategy="genmig"))
+    state, running = started(setup, model, state)
+    estimated = raw_estimates(model, state, running)
+    tight = replace(setup, bounds=replace(setup.bounds, memory=sum(estimated.values()) * 0.9))
+
+    def tick_at(now: float):
+        at = AT + timedelta(milliseconds=now)
+        queries = tuple(QueryMetrics(q, state_bytes=int(m * 0.01)) for q, m in estimated.items())  # barely filled
+        seen = observe(tight, model, state, Observation(at, (), queries), at=at, now=now, running=running,
+                       changed_at={q: 0.0 for q in running}, migrating=frozenset())
+        return seen.state, decide(tight, model, seen.state, Snapshot(at, now, running))
+
+    early, tick = tick_at(100.0)  # 0.1 s into windows of seconds: no ratio yet
+    assert early.estimate_over and early.feedback.unmeasured
+    assert tick.decision is None
+    blind = replace(tight, feedback=FeedbackRules(enabled=False))
+    at = AT + timedelta(milliseconds=100.0)
+    seen = observe(blind, model, state, Observation(at, (), ()), at=at, now=100.0, running=running,
+                   changed_at={q: 0.0 for q in running}, migrating=frozenset())
+    assert decide(blind, model, seen.state, Snapshot(at, 100.0, running)).decision is not None  # without feedback: now
