@@ -51,7 +51,7 @@ from .model import (Model, Setup, build_model, drops_of, estimate_rows, fraction
                     settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .desired import TransientMemory, stage_changes, staged_events
-from .pricing import concentrate_cuts, price, transient_fit
+from .pricing import concentrate_cuts, hold_small_cuts, price, transient_fit
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
@@ -266,6 +266,11 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             step = max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
             if step == now and changed_at.get(q, 0.0) <= step and not _joins(plan, q):
                 at_step[q] = (now, measured[q])
+        stepped_now = getattr(rates, "stepped", frozenset())
+        prior = {q: v for q, v in state.feedback.prior.items()
+                 if q in running and now - v[1] < longest_window(plan, q, running[q])}
+        if stepped_now and rows:
+            prior.update(_step_priors(plan, model, admitted, running, state, rates, estimated, stepped_now, now))
         projected = {q: p for q, (t, m) in at_step.items() if changed_at.get(q, 0.0) <= t
                      and (p := feedback.project((t, m), measured[q], now, longest_window(plan, q, running[q]))) is not None}
         watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
@@ -278,12 +283,52 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
             settled=all(q in steady for q in measured), rows=_rows(observation, measured), filling=filling,
             migrating=bool(migrating & set(measured)), stepped=calm - set(longest), projected=projected)
-        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, at_step=at_step))
+        unmeasured = frozenset(q for q, f in filling.items() if f < feedback.MIN_FILL
+                               and (q not in loop.queries or loop.queries[q].memory_at is None))
+        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, at_step=at_step, prior=prior,
+                                                unmeasured=unmeasured))
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
     state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
                     watch=watch, history=history, measured=inputs)
     return Observed(state, rows, measured, events)
+
+
+def _step_priors(plan: Any, model: Model, admitted: list[str], running: Mapping[str, QuerySettings], state: CycleState,
+                 rates: ArrivalTracker, estimated: Mapping[str, float], stepped: Collection[str],
+                 now: float) -> dict[str, tuple[float, float]]:
+    """Per query whose input rate stepped *up* and whose state the model under-estimated: the factor of the prior that
+    the unexplained state grows with the arrivals (``feedback.step_prior``), with the step's model time.
+
+    The model's part of a query's state follows its own rate law (a count per key with a fixed group-by stays flat
+    through a burst), the part it does not explain came with the arrivals (ids never seen before keep coming): until a
+    window has turned over since the step, nothing measured says how that part grows, so the decision at the step
+    assumes it grows with the rate, not with the estimate. A plan whose bytes per row is off has an excess that follows
+    the estimate instead, and shows in every query reading the stream: the least factor among those is taken as that
+    common error (``shared``), only the rest as arrivals'. Without such a peer the prior may over-cut a query for one
+    window; its steady ratio replaces the prior then."""
+    problem = model.problem_of(admitted)
+    fw, fg = fractions_of(problem, running)
+    before = estimate_rows(problem, fw, fg, model.current_d(state.rates), drops_of(problem, running))
+    old = {r.query: r.memory_bytes for r in before if r.query is not None}
+    d_old = dict(zip(model.stream_names, model.current_d(state.rates)))
+    d_new = dict(zip(model.stream_names, model.current_d(rates)))
+    factors = {q: f.memory for q, f in state.feedback.queries.items() if q in admitted and f.memory_at is not None}
+    common = {}  # per stream, the least factor of the queries reading it: an error they share is the elements' bytes
+    for q, value in factors.items():
+        for s in _streams(plan, q):
+            common[s] = min(common.get(s, value), value)
+    out = {}
+    for q in admitted:
+        f = state.feedback.queries.get(q)
+        if f is None or q not in running or q not in estimated or _joins(plan, q):
+            continue
+        up = max((d_old[s] / d_new[s] for s in _streams(plan, q) & set(stepped) if d_new.get(s, 0) > 0), default=1.0)
+        shared = min((common[s] for s in _streams(plan, q) if s in common), default=f.memory)
+        factor = feedback.step_prior(f.memory, old.get(q, 0.0), estimated[q], up, shared)
+        if factor is not None:
+            out[q] = (factor, now)
+    return out
 
 
 def _streams(plan: Any, query: str) -> set[str]:
@@ -344,11 +389,13 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
         trigger = trigger or "join order in force changed"
     pending = any(not row.recommend_only and not same_settings(snapshot.running.get(q), row.settings)
                   for q, row in snapshot.desired.items())
-    if trigger is None and state.estimate_over and state.last_feasible and not pending:
+    if trigger is None and state.estimate_over and state.last_feasible and not pending \
+            and not feedback.waiting(state.feedback, setup.feedback):
         # Rates can creep up by less than the threshold each time and still carry the settings in force
         # through the reserve and over the bounds; re-deciding is due then too (not when even the
         # minimum did not fit, nor while the last decision's settings are still being put into force:
-        # deciding again each second on noisy rates only moves the target of the migrations waiting).
+        # deciding again each second on noisy rates only moves the target of the migrations waiting;
+        # nor while a filling query's ratio is seconds away: ``feedback.waiting``).
         trigger = "the estimate of the settings in force exceeds the bounds"
     trigger = trigger or feedback.trigger(state.feedback)
     done = Tick(state, model, tuple(admissions), removed, tuple(failures))
@@ -470,7 +517,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         done = replace(done, admissions=(*done.admissions, *readmitted), readmitted=tuple(v.query for v in readmitted))
         changes |= Changes(queries=True)
     problem = feedback.corrected(model.problem_of(admitted), state.feedback, setup.feedback)
-    bounds, rails, now, at = setup.bounds, setup.rails, snapshot.now, snapshot.at
+    bounds, rails, now, at = feedback.with_margin(setup.bounds, state.feedback, setup.feedback), setup.rails, snapshot.now, snapshot.at
     stream_d, forecasts = forecast_d(setup, model, state.history, snapshot.running, admitted, stream_d)
     in_force = snapshot.running
     changed = None if changes.queries or changes.bounds or changes.model else state.rates.drifted()
@@ -484,7 +531,8 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
     live = setup.migration.strategy == "genmig"
     guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)
-    fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live)
+    guarded = hold_small_cuts(problem, bounds, guarded, running, stream_d, live, state.feedback.over_since is not None)
+    fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live, hysteresis=rails.hysteresis)
     if fitted is not guarded:  # growths cut short are priced again: a sliver of a growth is a whole migration
         fitted, again = price(setup, problem, fitted, running, snapshot.running, stream_d)
         priced = {**priced, **again}

@@ -49,7 +49,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from armd.policies.problem import Problem
+from armd.policies.problem import Bounds, Problem
 from armd.policies.trajectory import Trajectory
 
 from .ports import EstimateRow, EventRecord, Observation
@@ -121,6 +121,13 @@ class FeedbackState:
     """The factors the last decision used (a policy's incremental state is only valid for the same ones)."""
     at_step: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Per query whose input rate stepped: (model time of the step, measured state bytes then), for ``projected``."""
+    spread: float = 0.0
+    """One standard deviation of the measured total from the arrivals' noise, in bytes (0: rows not counted)."""
+    unmeasured: frozenset[str] = frozenset()
+    """Queries whose windows fill since they started or changed and that have no ratio yet (under ``MIN_FILL``)."""
+    prior: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Per query whose input rate stepped up: (``step_prior``'s factor, model time of the step), kept until a window
+    has turned over since the step (the cycle drops it then); the factor is at least that meanwhile."""
 
 
 def smoothed(previous: float, sample: float, elapsed: float, window: float, rise: float | None = None,
@@ -203,6 +210,7 @@ def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: fl
     over = total is not None and total > usable + noise(total, rows) and not migrating
     over_since = (state.over_since if state.over_since is not None else now) if over else None
     state = replace(state, queries=queries, measured_total=total, over_since=over_since,
+                    spread=noise(total, rows) / 2 if total is not None else 0.0,
                     over_decided=state.over_decided and over_since is not None)
     expected = state.expectation
     if expected is None or total is None or now < expected.hold_at or not settled or total <= bound + noise(total, rows):
@@ -238,6 +246,25 @@ def project(at_step: tuple[float, float], measured: float, now: float, window: f
     return max(0.0, before + (measured - before) * window / elapsed)
 
 
+def step_prior(factor: float, before: float, after: float, up: float, shared: float = 1.0) -> float | None:
+    """The factor for a query right after its input rate stepped up by ``up`` (new / old rate), when the state the
+    model does not explain is assumed to come with the arrivals.
+
+    Before the step the query held ``before`` × ``factor`` (``before``: the estimate at the old rate), of which
+    ``before`` × (``factor`` − ``shared``) the model does not explain (``shared``: the part of the factor every query
+    of the stream has, the elements' bytes, which follows the estimate); that part times ``up``, over the estimate at
+    the new rate ``after``, plus ``shared``. None when there is nothing unexplained, no rise or no estimate.
+    A count per key whose keys drift (new ids with every arrival) holds groups its fixed group-by does not foresee:
+    its estimate stays flat through a ×4 burst while that excess grows ×4 — known from the measurements only once
+    a quarter of its window has turned over (``project``), after the decision at the step has cut too little.
+    """
+    shared = min(max(shared, 1.0), factor)
+    if factor <= shared or up <= 1.0 or before <= 0 or after <= 0:
+        return None
+    prior = shared + before * (factor - shared) * up / after
+    return prior if prior > factor else None
+
+
 def noise(total: float, rows: int | None) -> float:
     """Two standard deviations of a state of ``rows`` Poisson-counted rows, in bytes (0 when not counted).
 
@@ -246,6 +273,30 @@ def noise(total: float, rows: int | None) -> float:
     that is a reason to cut (and to re-decide), or the noise drives decisions.
     """
     return 2.0 * total / math.sqrt(rows) if rows else 0.0
+
+
+def waiting(state: FeedbackState, rules: FeedbackRules) -> bool:
+    """Some query's ratio is about to be known (its windows fill and a ratio comes at ``MIN_FILL``) and the measured
+    state is not over the bound: an estimate of the settings in force over the bounds waits for it.
+
+    During the warm-up the windows fill: a decision on the ratios of some queries and the plan's word for the others
+    cuts too little, and the next one, a few seconds later, cuts the same queries again, each cut a migration whose
+    old plan goes on filling beside the new one until it drains (a plan whose bytes per row is 2× the model's made
+    four warm-up migrations this way)."""
+    return rules.enabled and bool(state.unmeasured) and state.over_since is None
+
+
+def with_margin(bounds: Bounds, state: FeedbackState, rules: FeedbackRules) -> Bounds:
+    """``bounds`` with the usable memory lowered by one standard deviation of the measured state's noise.
+
+    A decision that fills the usable bound in expectation leaves the measured state over it about every other
+    second, by the arrivals' noise alone (a plant at its QoS minima after a burst sat 0.2–1.5 % over for 18 of its 32
+    seconds over). Aiming one standard deviation under it keeps the state under about five seconds in six; the cost
+    is that much QoS (about 3 % of the bound at a thousand state rows), only where the bound binds.
+    """
+    if not rules.enabled or state.spread <= 0 or state.spread >= bounds.usable_memory / 2:
+        return bounds
+    return replace(bounds, memory=bounds.memory - state.spread / (1.0 - bounds.reserve))
 
 
 def trigger(state: FeedbackState) -> str | None:
@@ -268,6 +319,8 @@ def factors(state: FeedbackState, rules: FeedbackRules, queries: Sequence[str]) 
         if f is None:
             continue
         memory[i] = max(f.memory, f.last_memory or 0.0, f.raw or 0.0) if state.over_since is not None else f.memory
+        if q in state.prior:
+            memory[i] = max(memory[i], state.prior[q][0])
         cpu[i] = f.cpu
         if q in used:  # noise around the factor a decision used is no reason to decide (and migrate) again
             memory[i], cpu[i] = _kept(memory[i], used[q][0], rules.deadband), _kept(cpu[i], used[q][1], rules.deadband)

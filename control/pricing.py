@@ -68,7 +68,7 @@ STEPS = 33
 
 
 def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
-                  live: bool) -> Guarded:
+                  live: bool, hysteresis: float = 0.0) -> Guarded:
     """Growths taken only as far as their migrations' transient state fits under the usable memory bound.
 
     A live migration (GenMig) to a larger window holds the old plan's state
@@ -80,7 +80,10 @@ def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: R
     the way to their new settings, the largest (of ``STEPS``) at which the
     estimate of the new settings plus the old state of the growing queries
     stays within the usable bound (with no room at all they keep their
-    settings). Cuts are left alone
+    settings). A growth shortened to less than the guardrails'
+    ``hysteresis`` (a window 5.0 → 5.33 s of a 5–30 s range) keeps its
+    setting too: the guardrails hold such a change back when the policy asks
+    for it, and a sliver left by the shortening is as much a migration. Cuts are left alone
     (the bounds need them), as are changes made in place (``live`` false: no
     migration holds two plans).
     """
@@ -102,10 +105,43 @@ def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: R
     # Share 0 is no growth, hence no transient: the growing queries stay as they are.
     k = int(np.flatnonzero(np.concatenate([[True], totals[1:] + extra <= usable]))[-1])
     kept_fw, kept_fg = fw[:, k], fg[:, k]
+    sliver = growing & (np.abs(kept_fw - running.fw) < hysteresis) & (np.abs(kept_fg - running.fg) < hysteresis)
+    kept_fw, kept_fg = np.where(sliver, running.fw, kept_fw), np.where(sliver, running.fg, kept_fg)
     shortened = set(np.array(problem.queries)[growing].tolist())
     # A growth cut short here is no longer one the maximum step limited: pricing must not take it to the proposal.
     return replace(guarded, fw=kept_fw, fg=kept_fg, outcome=problem.evaluate(kept_fw, kept_fg, stream_d, fd=guarded.fd),
                    limited=tuple(q for q in guarded.limited if q not in shortened))
+
+
+def hold_small_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
+                    live: bool, over: bool) -> Guarded:
+    """Cuts that free less than their own migration holds are kept back while the reserve can take the difference.
+
+    Under GenMig a cut's new plan fills beside the old one, which keeps all its state until it drains: a window
+    cut 6.1 → 5.5 s frees a tenth of the query's state at the drain and holds nine tenths more until then, so near
+    the usable bound it puts the measured state over it for the cut's whole duration (8 s, for a corrected estimate
+    1 % over the usable bound). Such a cut (freeing less than its new plan's state) is taken back, the one that
+    frees least first, as long as the settings then still fit the memory bound itself (not the usable one: the
+    reserve is there for this) and the measured state is not over the usable bound (``over``: then every cut
+    counts). Growths and changes made in place are left alone.
+    """
+    if running is None or not live or over:
+        return guarded
+    old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
+    new = guarded.outcome.query_memory
+    changed = (guarded.fw != running.fw) | (guarded.fg != running.fg)
+    small = np.flatnonzero(changed & (new < old) & (old - new < new))
+    fw, fg, outcome = guarded.fw, guarded.fg, guarded.outcome
+    for i in sorted(small, key=lambda i: old[i] - new[i]):
+        tw, tg = fw.copy(), fg.copy()
+        tw[i], tg[i] = running.fw[i], running.fg[i]
+        trial = problem.evaluate(tw, tg, stream_d, fd=guarded.fd)
+        if not bool(trial.fits_budget(bounds.memory, bounds.cpu)):
+            break
+        fw, fg, outcome = tw, tg, trial
+    if outcome is guarded.outcome:
+        return guarded
+    return replace(guarded, fw=fw, fg=fg, outcome=outcome)
 
 
 CONCENTRATE_MAX_CUTS = 16

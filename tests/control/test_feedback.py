@@ -268,3 +268,71 @@ def test_a_window_turning_over_since_a_step_is_projected_from_its_growth():
     ahead, _ = feedback.observe(FeedbackState(), RULES, projected={"q": 100_000.0}, **args)
     assert feedback.factors(plain, RULES, ["q"])[0][0] == pytest.approx(84 / 51)
     assert feedback.factors(ahead, RULES, ["q"])[0][0] == pytest.approx(100 / 51)  # the cut is sized for where it goes
+
+
+def test_at_a_rate_step_the_state_the_model_does_not_explain_is_assumed_to_grow_with_the_arrivals():
+    """Keys that drift: a count per key held 1.3× its flat estimate (the 0.3 came with the arrivals: ids never seen
+    before); at a ×4 step that excess is assumed ×4, so the decision at the step already cuts for about 2.2×, where
+    the factor alone (1.3) left the next cut to the measurements 12 s later."""
+    assert feedback.step_prior(1.3, 51_000.0, 51_000.0, 4.0) == pytest.approx(2.2)
+    # The estimate grows with the rate too (a sum over the elements): the excess is a smaller share of it.
+    assert feedback.step_prior(1.5, 25_000.0, 100_000.0, 4.0) is None  # 1 + 0.5 × 4 × ¼ = 1.5: no more than it has
+    # An error every query of the stream shares (bytes per element 2×) follows the estimate: no prior from it.
+    assert feedback.step_prior(2.0, 46_000.0, 46_000.0, 4.0, shared=2.0) is None
+    assert feedback.step_prior(2.3, 46_000.0, 46_000.0, 4.0, shared=2.0) == pytest.approx(3.2)
+    assert feedback.step_prior(1.3, 51_000.0, 51_000.0, 0.25) is None  # a fall: the factor stands
+    assert feedback.step_prior(0.9, 51_000.0, 51_000.0, 4.0) is None  # over-estimated: nothing unexplained
+    state = FeedbackState(queries={"q": feedback.QueryFeedback(memory=1.3, memory_at=0.0)}, prior={"q": (2.2, 121.0)})
+    assert feedback.factors(state, RULES, ["q"])[0][0] == pytest.approx(2.2)
+
+
+def test_an_estimate_over_the_bounds_waits_for_a_filling_querys_first_ratio_unless_measured_state_is_over():
+    """Warm-up of a plan whose bytes per row is 2×: one query's ratio is known, the other's is seconds away; deciding
+    now cuts too little and the next decision cuts the same queries again (two migrations each)."""
+    rules = RULES
+    assert feedback.waiting(FeedbackState(unmeasured=frozenset({"q"})), rules)
+    assert not feedback.waiting(FeedbackState(unmeasured=frozenset({"q"}), over_since=5.0), rules)  # over: cut now
+    assert not feedback.waiting(FeedbackState(), rules)
+    assert not feedback.waiting(FeedbackState(unmeasured=frozenset({"q"})), replace(rules, enabled=False))
+
+
+def test_decisions_aim_one_standard_deviation_of_the_arrivals_noise_under_the_usable_bound():
+    """10,000 rows of 20 B: the measured total's noise is 1 % (one σ = 2,000 B), so the usable bound aimed at is
+    2,000 B lower; without counted rows, or with feedback off, the bounds are the configured ones."""
+    from armd.policies.problem import Bounds
+
+    bounds = Bounds(memory=250_000.0, cpu=1.0, reserve=0.2)
+    args = dict(at=AT, now=0.0, measured={"q": 200_000.0}, estimated={"q": 200_000.0}, steady={"q"}, usable=200_000.0,
+                bound=250_000.0)
+    counted, _ = feedback.observe(FeedbackState(), RULES, rows=10_000, **args)
+    assert counted.spread == pytest.approx(2_000.0)
+    assert feedback.with_margin(bounds, counted, RULES).usable_memory == pytest.approx(198_000.0)
+    uncounted, _ = feedback.observe(FeedbackState(), RULES, **args)
+    assert feedback.with_margin(bounds, uncounted, RULES) is bounds
+    assert feedback.with_margin(bounds, counted, replace(RULES, enabled=False)) is bounds
+
+
+def test_in_the_warm_up_a_decision_waits_for_the_first_ratio_of_a_filling_query(tmp_path):
+    """Through the cycle: under GenMig (every plan starts empty) a query whose windows have filled less than a quarter
+    has no ratio yet; an estimate of the settings in force over the bounds waits for it instead of deciding now."""
+    setup, model, state = example(tmp_path)
+    setup = replace(setup, migration=replace(setup.migration, strategy="genmig"))
+    state, running = started(setup, model, state)
+    estimated = raw_estimates(model, state, running)
+    tight = replace(setup, bounds=replace(setup.bounds, memory=sum(estimated.values()) * 0.9))
+
+    def tick_at(now: float):
+        at = AT + timedelta(milliseconds=now)
+        queries = tuple(QueryMetrics(q, state_bytes=int(m * 0.01)) for q, m in estimated.items())  # barely filled
+        seen = observe(tight, model, state, Observation(at, (), queries), at=at, now=now, running=running,
+                       changed_at={q: 0.0 for q in running}, migrating=frozenset())
+        return seen.state, decide(tight, model, seen.state, Snapshot(at, now, running))
+
+    early, tick = tick_at(100.0)  # 0.1 s into windows of seconds: no ratio yet
+    assert early.estimate_over and early.feedback.unmeasured
+    assert tick.decision is None
+    blind = replace(tight, feedback=FeedbackRules(enabled=False))
+    at = AT + timedelta(milliseconds=100.0)
+    seen = observe(blind, model, state, Observation(at, (), ()), at=at, now=100.0, running=running,
+                   changed_at={q: 0.0 for q in running}, migrating=frozenset())
+    assert decide(blind, model, seen.state, Snapshot(at, 100.0, running)).decision is not None  # without feedback: now

@@ -4,9 +4,11 @@ taken back when the other cuts, deeper, make its room."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from armd.control.pricing import concentrate_cuts, transient_fit, whole_steps
+from armd.control.pricing import concentrate_cuts, hold_small_cuts, transient_fit, whole_steps
 from armd.costmodel.plan import parse_plan
 from armd.policies.guardrails import Guardrails, Running, guard
 from armd.policies.migration_cost import Priced, genmig
@@ -49,6 +51,20 @@ def test_a_growth_goes_only_as_far_as_old_plus_new_state_fits_the_usable_bound()
     assert transient_fit(p, roomy, grown, running, None, live=True) is grown
 
 
+def test_a_growth_shortened_below_the_hysteresis_keeps_its_setting():
+    """A sliver of a growth (5.0 → 5.33 s of a 5–30 s range) is a whole migration: where the guardrails would hold it
+    back if the policy asked for it, they hold it back when the transient's room shortens a growth to it."""
+    p = problem()
+    low, high = p.evaluate(np.array([0.0]), np.zeros(1)), p.evaluate(np.array([1.0]), np.zeros(1))
+    running = Running(np.array([0.0]), np.zeros(1), np.array([0.0]))
+    bounds = Bounds(memory=float(high.total_memory) / 0.9 * 1.001, cpu=float(high.total_cpu) * 10)
+    grown = guard(p, bounds, np.array([1.0]), np.zeros(1), running, Guardrails(), now=100)
+    share = float(transient_fit(p, bounds, grown, running, None, live=True).fw[0])
+    assert transient_fit(p, bounds, grown, running, None, live=True, hysteresis=share * 0.9).fw[0] == share
+    held = transient_fit(p, bounds, grown, running, None, live=True, hysteresis=share * 1.1)
+    assert held.fw.tolist() == [0.0] and float(held.outcome.total_memory) == float(low.total_memory)
+
+
 def two_queries() -> Problem:
     def query(stream: str) -> dict:
         return {"op": "aggregate", "size": 64, "inputs": [{"op": "window", "w": 30_000, "inputs": [{"op": "source", "stream": stream}]}]}
@@ -78,3 +94,25 @@ def test_a_small_cut_is_taken_back_when_a_deeper_cut_of_a_query_already_migratin
     one_cut = {"big": priced(0.002)["big"]}
     assert concentrate_cuts(p, bounds, decided, running, None, one_cut, live=True)[0] is decided  # nothing to move to
     assert concentrate_cuts(p, bounds, decided, running, None, priced(0.002), live=False)[0] is decided  # in place
+
+
+def test_a_cut_freeing_less_than_its_new_plan_holds_waits_while_the_reserve_takes_it():
+    """Near the usable bound a 6.1 → 5.5 s cut frees a tenth of the query's state at its drain and holds its new plan
+    (nine tenths) beside the old one until then: within the reserve it is taken back; a deep cut is not, nor any cut
+    once measured state is over the usable bound or when the memory bound itself would break."""
+    p = problem()
+    running = Running(np.array([0.05]), np.zeros(1), np.array([0.0]))
+    at_run = p.evaluate(running.fw, np.zeros(1))
+    bounds = Bounds(memory=float(at_run.total_memory) * 1.05, cpu=float(at_run.total_cpu) * 10)  # usable: 0.945×
+    small = guard(p, bounds, np.array([0.02]), np.zeros(1), running, Guardrails(), now=100)
+    assert small.fw.tolist() == [0.02]
+    held = hold_small_cuts(p, bounds, small, running, None, live=True, over=False)
+    assert held.fw.tolist() == [0.05] and float(held.outcome.total_memory) == float(at_run.total_memory)
+    assert hold_small_cuts(p, bounds, small, running, None, live=True, over=True) is small
+    assert hold_small_cuts(p, bounds, small, running, None, live=False, over=False) is small
+    tight = Bounds(memory=float(at_run.total_memory) * 0.99, cpu=float(at_run.total_cpu) * 10)
+    assert hold_small_cuts(p, tight, small, running, None, live=True, over=False) is small  # the bound itself
+    deep = replace(small, fw=np.array([0.0]), outcome=p.evaluate(np.array([0.0]), np.zeros(1)))
+    big = Running(np.array([1.0]), np.zeros(1), np.array([0.0]))
+    assert hold_small_cuts(p, Bounds(memory=float(at_run.total_memory) * 30, cpu=1e9), deep, big, None, live=True,
+                           over=False) is deep  # frees more than its new plan holds
