@@ -22,6 +22,12 @@ larger id was read, so an id missing below the largest one seen is waited
 for (read again from there) for ``lookback_seconds``, then given up (an
 insert that was rolled back leaves a hole for good).
 
+Reading and combining are two calls: ``read`` (the daemon's agent feed,
+``daemon/agent_feed.py``, on a thread of its own) reads the new rows into a
+hand-over behind a lock and returns each row's lag; ``observe`` (the
+control cycle) takes what was read since its last call and combines it.
+Without a feed (``fed`` unset) ``observe`` reads first, as one call.
+
 The caller must not record the observation again (its rows are in the store
 already).
 """
