@@ -272,7 +272,8 @@ class Controller:
         observation, rejected = screen(observation)  # values outside their domain never reach the model or the store
         own = observation
         if reported is not None:  # what the applications reported is in the store already: used, not recorded again
-            self.metrics.agent_lags(getattr(self.agents, "lags", ()))
+            self.metrics.agent_lags(getattr(self.agents, "lags", ()))  # none when the agent feed reads them
+            self.metrics.agent_taken(getattr(self.agents, "taken", ()))
             reported, dropped = screen(reported)
             rejected = [*rejected, *dropped]
             observation = joined(own, reported, set(self.base.plan.streams))

@@ -126,7 +126,10 @@ class Metrics:
         self.decision_seconds = Histogram("armd_decision_duration_seconds", "Time a decision took (policy and guardrails), seconds",
                                           buckets=DECISION_BUCKETS, registry=r)
         self.agent_lag = Histogram("armd_agent_observation_lag_seconds", "From an armd.agent application's report to the "
-                                   "control cycle reading it, seconds (one per observation row)", buckets=LAG_BUCKETS, registry=r)
+                                   "daemon having read it, seconds (one per observation row)", buckets=LAG_BUCKETS, registry=r)
+        self.agent_taken_seconds = Histogram("armd_agent_observation_taken_seconds", "From an armd.agent application's report to the "
+                                     "control cycle taking it into its statistics, seconds (one per observation row)",
+                                     buckets=LAG_BUCKETS, registry=r)
         self.migrations = Counter("armd_migrations", "Migrations by outcome: started, done, failed", ["outcome"], registry=r)
         self.alerts = Counter("armd_alerts", "Alerts by event kind and outcome: queued, sent, failed (per hook), suppressed, dropped",
                               ["kind", "outcome"], registry=r)
@@ -177,6 +180,10 @@ class Metrics:
     def agent_lags(self, seconds: Iterable[float]) -> None:
         for lag in seconds:
             self.agent_lag.observe(lag)
+
+    def agent_taken(self, seconds: Iterable[float]) -> None:
+        for lag in seconds:
+            self.agent_taken_seconds.observe(lag)
 
     def migration(self, outcome: str) -> None:
         self.migrations.labels(outcome).inc()

@@ -42,8 +42,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from armd.adapters.alerts import AlertDispatcher, build_hooks
 from armd.adapters.store import SqlStore, StoreError
+from armd.adapters.store.agent_stats import AgentStats
 from armd.adapters.store.lease import Holding
 
+from .agent_feed import AgentFeed
 from .apps import Applications
 from .config import Config, ConfigError, load_config
 from .controller import Controller, utcnow
@@ -132,6 +134,8 @@ class Service:
         self.spark: Any = None
         """The Spark runtime (``armd.adapters.spark.runtime.SparkRuntime``) with ``source.kind = "spark"``."""
         self._progress = time.monotonic()
+        self.feed: AgentFeed | None = None
+        """Reads the ``armd.agent`` applications' reports on a thread of its own (``daemon/agent_feed.py``)."""
 
     def run(self, every_tick: Callable[[], None] | None = None, tick_seconds: float = 2.0) -> None:
         config = self.config
@@ -185,6 +189,10 @@ class Service:
                                      join_orders=orders, agents=agent_stats(config, self.store, start,
                                                                             lambda: self.controller and self.controller.fleet))
         self._watch_outbox(self.controller)
+        agents, controller = self.controller.agents, self.controller
+        if isinstance(agents, AgentStats):  # the fleet's reports are read beside the cycle, not in it
+            self.feed = AgentFeed(agents, self.metrics, self.log, utcnow, active=lambda: bool(controller.fleet.queries),
+                                  redact=config.redact).start()
         if self.spark is not None and config.unmanaged:
             start_unmanaged(config, self.spark, self.controller.emit)
         self.reconciler = apply_side(self.controller, applier, orders)
@@ -242,6 +250,8 @@ class Service:
         self.log.info("stopping")
         self.notifier.stopping()
         scheduler.shutdown(wait=False)
+        if self.feed is not None:
+            self.feed.stop(timeout=0.0)  # a read in progress ends on its own; nothing waits for it
         if self._step.acquire(timeout=max(0.0, deadline - FINAL_WRITE_SECONDS - time.monotonic())):
             self._step.release()
         else:

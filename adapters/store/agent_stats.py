@@ -22,6 +22,12 @@ larger id was read, so an id missing below the largest one seen is waited
 for (read again from there) for ``lookback_seconds``, then given up (an
 insert that was rolled back leaves a hole for good).
 
+Reading and combining are two calls: ``read`` (the daemon's agent feed,
+``daemon/agent_feed.py``, on a thread of its own) reads the new rows into a
+hand-over behind a lock and returns each row's lag; ``observe`` (the
+control cycle) takes what was read since its last call and combines it.
+Without a feed (``fed`` unset) ``observe`` reads first, as one call.
+
 The caller must not record the observation again (its rows are in the store
 already).
 """
@@ -29,6 +35,8 @@ already).
 from __future__ import annotations
 
 import math
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Collection
 
@@ -90,19 +98,46 @@ class AgentStats:
         self.wanted = wanted
         """(queries, streams) to pass on, when the caller knows them (the daemon's fleet); else read each time."""
         self.lags: list[float] = []
-        """Per row read by the last ``observe``: seconds from the application's report to this read."""
+        """Per row read by the last ``observe`` (none when ``fed``): seconds from the application's report to its read."""
+        self.taken: list[float] = []
+        """Per row the last ``observe`` took: seconds from the application's report to the cycle taking it."""
+        self.fed = False
+        """Set when another thread calls ``read`` (``daemon/agent_feed.py``): ``observe`` then only takes what it read."""
+        self._lock = threading.Lock()
+        self._pending: list[tuple[list[Any], list[Any], set[str], set[str]]] = []
 
-    def observe(self, at: datetime) -> Observation:
+    def read(self, at: datetime) -> list[float]:
+        """Read what the applications reported since the last read into the hand-over ``observe`` takes from; return,
+        per observation row read, the seconds from the application's report to the end of this read.
+
+        Safe to call from a thread of its own (the daemon's agent feed) while the cycle calls ``observe``."""
         at = at.astimezone(timezone.utc)
+        started = time.perf_counter()
         low = max(self._since, at - MAX_GAP) - self.lookback
         known = None if self.wanted is None else tuple(set(x) for x in self.wanted())
         floors = {k: c.floor for k, c in self._cursors.items()}
         observations, batches, queries, streams = self.store.transact(lambda s: self._read(s, low, floors, known))
-        fresh_obs = self._fresh("o", observations, at)
-        self.lags = [(at - _aware(r.at)).total_seconds() for r in fresh_obs]
-        fresh_batches = self._fresh("b", batches, at)
-        return Observation(at, self._streams(fresh_obs, streams), self._queries(fresh_obs, queries),
-                           [self._batch(b) for b in fresh_batches if b.query in queries])
+        fresh_obs = [r for r in self._fresh("o", observations, at) if r.query in queries or r.stream in streams]
+        fresh_batches = [b for b in self._fresh("b", batches, at) if b.query in queries]
+        with self._lock:
+            self._pending.append((fresh_obs, fresh_batches, queries, streams))
+        # the moment the daemon has them: ``at`` on the caller's clock, plus what reading took
+        done = at + timedelta(seconds=time.perf_counter() - started)
+        return [(done - _aware(r.at)).total_seconds() for r in fresh_obs]
+
+    def observe(self, at: datetime) -> Observation:
+        """What was read since the last call, combined into one observation (read first unless ``fed``: a feed reads)."""
+        at = at.astimezone(timezone.utc)
+        self.lags = [] if self.fed else self.read(at)
+        with self._lock:
+            pending, self._pending = self._pending, []
+        rows = [r for chunk in pending for r in chunk[0]]
+        batches = [b for chunk in pending for b in chunk[1]]
+        queries = pending[-1][2] if pending else set()
+        streams = pending[-1][3] if pending else set()
+        self.taken = [(at - _aware(r.at)).total_seconds() for r in rows]
+        return Observation(at, self._streams(rows, streams), self._queries(rows, queries),
+                           [self._batch(b) for b in batches if b.query in queries])
 
     def close(self) -> None:
         pass

@@ -107,3 +107,22 @@ def test_a_row_committed_after_a_larger_id_was_read_comes_back_once_and_a_rolled
     finally:
         engine.dispose()
         store.close()
+
+
+def test_reads_of_a_feed_are_taken_by_the_next_observation_combined_with_their_lags(store):
+    """The daemon's agent feed reads on a thread of its own; the cycle takes what it read since its last look."""
+    stats = AgentStats(store, UNIT, T0)
+    stats.fed = True
+    report(store, T0 + timedelta(seconds=1), 10, 100, 0)
+    first = stats.read(T0 + timedelta(seconds=1.25))
+    report(store, T0 + timedelta(seconds=2), 30, 300, 1)
+    second = stats.read(T0 + timedelta(seconds=2))
+    assert len(first) == len(second) == 2  # the agent's stream and query rows, not the daemon's own
+    assert all(0.25 <= lag < 1.25 for lag in first) and all(0.0 <= lag < 1.0 for lag in second)  # the read's time counts
+    got = stats.observe(T0 + timedelta(seconds=2.5))
+    (clicks,) = got.streams
+    assert (clicks.rows, clicks.interval_seconds) == (40, 2.0)
+    assert [(q.query, q.state_bytes) for q in got.queries] == [("clicks_q", 300)] and [b.batch_id for b in got.batches] == [0, 1]
+    assert stats.lags == [] and sorted(stats.taken) == pytest.approx([0.5, 0.5, 1.5, 1.5])  # fed: the feed reports the lags
+    again = stats.observe(T0 + timedelta(seconds=3))
+    assert (again.streams, again.queries, again.batches, stats.taken) == ([], [], [], [])

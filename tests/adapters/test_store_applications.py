@@ -61,3 +61,36 @@ def test_the_revision_goes_down_and_up_again(store):
     assert store.schema_revision() == "0007"
     store.upgrade()
     assert store.schema_revision() == SqlStore.head_revision()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request, tmp_path):
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/armd.db"
+    else:
+        url = request.getfixturevalue("postgres_database")
+    store = SqlStore.open(url)
+    store.upgrade()
+    yield store
+    store.close()
+
+
+def test_the_fleet_key_moves_exactly_when_the_governed_set_does(any_store):
+    """The daemon reads the specs again only when the key moves (PostgreSQL folds the set into digests server-side)."""
+    store = any_store
+    apps.register_application(store, "shop", "h", 1, "apply", T0)
+    apps.register_queries(store, "shop", [apps.AgentQueryRow("q1", {"plan": {}})], T0)
+    first = apps.fleet_key(store)
+    assert apps.fleet_key(store) == first
+    apps.seen(store, "shop", T0 + timedelta(seconds=1))  # reporting is not a change of the set
+    assert apps.fleet_key(store) == first
+    apps.register_queries(store, "shop", [apps.AgentQueryRow("q2", {"plan": {}})], T0)
+    second = apps.fleet_key(store)
+    assert second != first
+    store.record_admissions([("q2", "active", "fits")], [], T0)  # q2 waits for admission no more
+    third = apps.fleet_key(store)
+    assert third != second
+    apps.register_application(store, "shop", "h", 2, "apply", T0 + timedelta(seconds=5))  # restarted
+    assert apps.fleet_key(store) != third
+    apps.stopped(store, "shop", T0 + timedelta(seconds=6))
+    assert apps.fleet_key(store) not in (first, second, third)
