@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .herald import Herald, Patterns
-from .partitioner import ANONYMOUS, Partition
+from .partitioner import ANONYMOUS, Partition, partition
 from .predicates import Atom, compile_conjunction
 from .predsat import DECISION_CACHE, SELECT_PLANS, SelectReasoner, Verdict
 from .satisfiability import Domain
@@ -76,14 +76,14 @@ class MultiModalSelect:
 
     def process(self, part: Partition) -> Partition | None:
         """One partition slice in, its qualifying rows out (same id); None when nothing qualifies."""
-        pid, _, rows = part
+        pid, herald, rows = part
         if pid == ANONYMOUS:
             kept = [r for r in rows if self.full(r)]
             self._counts[_EVALUATE] += len(rows)
             return Partition(pid, None, kept) if kept else None
         entry = self.control.get(pid)
         if entry is None:
-            entry = self.configure(pid, part.herald)  # type: ignore[arg-type]
+            entry = self.configure(pid, herald)  # type: ignore[arg-type]
         flag, residual, _ = entry
         self._counts[flag] += len(rows)
         if flag == _SKIP:
@@ -91,7 +91,7 @@ class MultiModalSelect:
         if flag == _PASS:
             return part
         kept = [r for r in rows if residual(r)]  # type: ignore[misc]
-        return Partition(pid, part.herald, kept) if kept else None
+        return partition(pid, herald, kept) if kept else None
 
     @property
     def tuples(self) -> Counter[Action]:
