@@ -50,6 +50,8 @@ LEFT, RIGHT = 0, 1
 _PASS, _SKIP, _EVALUATE = JoinAction.PASS, JoinAction.SKIP, JoinAction.EVALUATE
 _PASSED, _SKIPPED = (_PASS, None, _PASS.value), (_SKIP, None, _SKIP.value)
 _NOTHING: frozenset[int] = frozenset()
+_NAME = itemgetter(4)
+_EVALUATE_FLAG = _EVALUATE.value
 """Modes: (action, compiled residual for evaluate, the action's flag)."""
 
 
@@ -67,13 +69,13 @@ class Joined:
 
     @property
     def left(self) -> Patterns | None:
-        if type(self._left) is list:
+        if type(self._left) is not tuple and self._left is not None:
             self._left = _hull_all(self._left)
         return self._left  # type: ignore[return-value]
 
     @property
     def right(self) -> Patterns | None:
-        if type(self._right) is list:
+        if type(self._right) is not tuple and self._right is not None:
             self._right = _hull_all(self._right)
         return self._right  # type: ignore[return-value]
 
@@ -81,7 +83,18 @@ class Joined:
         return f"Joined(left={self.left!r}, right={self.right!r}, pairs={self.pairs!r})"
 
 
-def _hull_all(heralds: list[Patterns | None]) -> Patterns | None:
+class _RunHeralds:
+    """The heralds of a group's runs, read only when a consumer asks for a chunk's hull."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self, runs: list[list]) -> None:
+        self.runs = runs
+
+
+def _hull_all(heralds: list[Patterns | None] | _RunHeralds) -> Patterns | None:
+    if type(heralds) is _RunHeralds:
+        heralds = [run[1] if run[0] != ANONYMOUS else None for run in heralds.runs]
     out = heralds[0]
     for h in heralds[1:]:
         out = _hull(out, h)
@@ -130,13 +143,17 @@ class _Side:
             return
         del self.rows[:cut]
         del self.ts[:cut]
-        kept = []
-        for run in self.runs:
-            if run[3] > cut:
-                run[2] = max(run[2] - cut, 0)
-                run[3] -= cut
-                kept.append(run)
-        self.runs = kept
+        runs = self.runs
+        gone = 0
+        while gone < len(runs) and runs[gone][3] <= cut:
+            gone += 1
+        if gone:
+            del runs[:gone]
+        for run in runs:
+            run[2] -= cut
+            run[3] -= cut
+        if runs and runs[0][2] < 0:
+            runs[0][2] = 0
 
 
 def _probe(
@@ -267,18 +284,17 @@ class MultiModalBatchJoin(WindowedJoin):
             # there, and the one group of a slice that meets all of it in the full predicate's mode, hold for
             # the whole loop.
             runs = other.runs
-            names = {run[4] for run in runs}
+            names = set(map(_NAME, runs))
             whole = [[self.full, 0, len(other.rows), list(runs)]] if runs else []
             slots, known = self._slots[side], self._full_with[side]
             # consecutive slices that meet the other side's window in the same groups probe it together
-            rows: list[Row] = []
             patterns: list[Patterns | None] = []
             """The heralds of the slices probing together, hulled only if a consumer asks (``Joined``)."""
             plan: list[list] | None = None
             stored: list[Row] = []
             marks: list[tuple] = []
             """This side's slices join its state after the loop, in one extend (the loop probes the other side)."""
-            dropped = wholes = 0
+            dropped = wholes = begun = 0
             for part in parts:
                 pid, herald, prows = part
                 if not prows:
@@ -302,22 +318,21 @@ class MultiModalBatchJoin(WindowedJoin):
                     groups = self._groups(side, part, name, other)
                     work[0] += len(prows) * (len(other.rows) - sum([g[2] - g[1] for g in groups]))
                 if plan is not None and (plan is groups or _same(plan, groups)):
-                    rows += prows
                     if patterns[-1] is not theirs:
                         patterns.append(theirs)
                 else:
-                    if plan:
-                        self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
-                    rows, patterns, plan = list(prows), [theirs], groups
+                    if plan:  # the slices since ``begun`` probe together
+                        self._probe_groups(side, stored[begun:], patterns, plan, other, ts_index, out)
+                    begun, patterns, plan = len(stored), [theirs], groups
                 stored += prows
                 marks.append((pid, herald, len(prows), name))
             self.dropped += dropped
             work[0] += dropped * len(other.rows)
             work[1] += (dropped + len(stored)) * len(other.rows)
-            met[_EVALUATE.value] += wholes * len(runs)
-            mine.extend(stored, marks, ts_index)
+            met[_EVALUATE_FLAG] += wholes * len(runs)
             if plan:
-                self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
+                self._probe_groups(side, stored[begun:] if begun else stored, patterns, plan, other, ts_index, out)
+            mine.extend(stored, marks, ts_index)
         return out
 
     def _slot(self, side: int, part: Partition) -> list:
@@ -393,7 +408,7 @@ class MultiModalBatchJoin(WindowedJoin):
             (action, test, _), start, end, runs = group
             pairs = _probe(side, rows, ts_index, other, start, end, action, test, window)
             if pairs:
-                theirs = [run[1] if run[0] != ANONYMOUS else None for run in runs]
+                theirs = _RunHeralds(runs)
                 out.append(Joined(mine, theirs, pairs) if side == LEFT else Joined(theirs, mine, pairs))
 
     def _dead(self, side: int, part: Partition, name: int) -> bool:
