@@ -104,7 +104,11 @@ class Partitioner:
             raise ValueError("a herald with a time-based lifespan arrived, but the partitioner was given no ts attribute")
         self.heralds_seen += 1
         self.in_force.arrive(herald)
-        self._new_partition()
+        # a new partition; a herald is in force now, so it is never anonymous
+        if self.pid != ANONYMOUS:
+            self.closed.append(self.pid)
+        self.pid = self.next_pid
+        self.next_pid += 1
 
     def _new_partition(self) -> None:
         if self.pid != ANONYMOUS:
