@@ -4,7 +4,8 @@ A select holds a control table from partition id to an action — pass,
 skip or evaluate (the paper's flags 0, 1, 2) — and, for evaluate, the
 compiled residual predicate. The table is filled by the operator's
 configurator the first time a partition shows up, from PredSAT's decision
-for the partition's herald (cached by the herald's patterns), and emptied
+for the partition's herald (cached by the herald's patterns, and made once
+per projection of them on the predicate's attributes), and emptied
 as partitions close. Anonymous partitions (id 0) are always evaluated in
 full. Output keeps the partition ids, so operators downstream can be
 configured the same way without partitioning again (§V.D).
