@@ -49,6 +49,9 @@ Row = tuple[Any, ...]
 LEFT, RIGHT = 0, 1
 _PASS, _SKIP, _EVALUATE = JoinAction.PASS, JoinAction.SKIP, JoinAction.EVALUATE
 _PASSED, _SKIPPED = (_PASS, None, _PASS.value), (_SKIP, None, _SKIP.value)
+_NOTHING: frozenset[int] = frozenset()
+_NAME = itemgetter(4)
+_EVALUATE_FLAG = _EVALUATE.value
 """Modes: (action, compiled residual for evaluate, the action's flag)."""
 
 
@@ -66,13 +69,13 @@ class Joined:
 
     @property
     def left(self) -> Patterns | None:
-        if type(self._left) is list:
+        if type(self._left) is not tuple and self._left is not None:
             self._left = _hull_all(self._left)
         return self._left  # type: ignore[return-value]
 
     @property
     def right(self) -> Patterns | None:
-        if type(self._right) is list:
+        if type(self._right) is not tuple and self._right is not None:
             self._right = _hull_all(self._right)
         return self._right  # type: ignore[return-value]
 
@@ -80,7 +83,18 @@ class Joined:
         return f"Joined(left={self.left!r}, right={self.right!r}, pairs={self.pairs!r})"
 
 
-def _hull_all(heralds: list[Patterns | None]) -> Patterns | None:
+class _RunHeralds:
+    """The heralds of a group's runs, read only when a consumer asks for a chunk's hull."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self, runs: list[list]) -> None:
+        self.runs = runs
+
+
+def _hull_all(heralds: list[Patterns | None] | _RunHeralds) -> Patterns | None:
+    if type(heralds) is _RunHeralds:
+        heralds = [run[1] if run[0] != ANONYMOUS else None for run in heralds.runs]
     out = heralds[0]
     for h in heralds[1:]:
         out = _hull(out, h)
@@ -129,13 +143,17 @@ class _Side:
             return
         del self.rows[:cut]
         del self.ts[:cut]
-        kept = []
-        for run in self.runs:
-            if run[3] > cut:
-                run[2] = max(run[2] - cut, 0)
-                run[3] -= cut
-                kept.append(run)
-        self.runs = kept
+        runs = self.runs
+        gone = 0
+        while gone < len(runs) and runs[gone][3] <= cut:
+            gone += 1
+        if gone:
+            del runs[:gone]
+        for run in runs:
+            run[2] -= cut
+            run[3] -= cut
+        if runs and runs[0][2] < 0:
+            runs[0][2] = 0
 
 
 def _probe(
@@ -229,6 +247,9 @@ class MultiModalBatchJoin(WindowedJoin):
         """Per side, per pattern name, the other side's names it is known to meet in the full predicate's mode:
         when that covers every name in the other side's window, a slice meets the window as one group without
         a lookup per run — the plain join's path, so heralds that prove nothing cost next to nothing."""
+        self._slots: tuple[dict[Patterns, list], dict[Patterns, list]] = ({}, {})
+        """Per side, a herald's patterns → [name, dead, its set in ``_full_with``]: the per-slice path's one lookup.
+        Emptied with the caches it reads from."""
         self._met = [0, 0, 0]
         self.decisions = 0
         """PredSAT runs for pairs (cache misses)."""
@@ -240,9 +261,16 @@ class MultiModalBatchJoin(WindowedJoin):
     def process(self, left: Iterable[Partition], right: Iterable[Partition]) -> list[Joined]:
         """One micro-batch of partition slices per side (each in timestamp order); the new results, in chunks."""
         li, ri = self.ts_index
-        left, right = list(left), list(right)
-        firsts = [next((p.rows[0][i] for p in parts if p.rows), None) for parts, i in ((left, li), (right, ri))]
-        firsts = [t for t in firsts if t is not None]
+        if type(left) is not list:
+            left = list(left)
+        if type(right) is not list:
+            right = list(right)
+        firsts = []
+        for parts, i in ((left, li), (right, ri)):
+            for p in parts:
+                if p[2]:
+                    firsts.append(p[2][0][i])
+                    break
         if not firsts:
             return []
         horizon = min(firsts) - self.window
@@ -250,59 +278,69 @@ class MultiModalBatchJoin(WindowedJoin):
         ls.expire(horizon)
         rs.expire(horizon)
         out: list[Joined] = []
+        met, work = self._met, self._work
         for side, parts, mine, other, ts_index in ((RIGHT, right, rs, ls, ri), (LEFT, left, ls, rs, li)):
             # The other side's window does not change while this side's slices probe it, so what a name meets
             # there, and the one group of a slice that meets all of it in the full predicate's mode, hold for
             # the whole loop.
-            names = {run[4] for run in other.runs}
-            known = self._full_with[side]
-            whole = [[self.full, 0, len(other.rows), list(other.runs)]] if other.runs else []
+            runs = other.runs
+            names = set(map(_NAME, runs))
+            whole = [[self.full, 0, len(other.rows), list(runs)]] if runs else []
+            slots, known = self._slots[side], self._full_with[side]
             # consecutive slices that meet the other side's window in the same groups probe it together
-            rows: list[Row] = []
             patterns: list[Patterns | None] = []
             """The heralds of the slices probing together, hulled only if a consumer asks (``Joined``)."""
             plan: list[list] | None = None
-            named, alone, met, work = self._names, self._alone, self._met, self._work
             stored: list[Row] = []
             marks: list[tuple] = []
             """This side's slices join its state after the loop, in one extend (the loop probes the other side)."""
+            dropped = wholes = begun = 0
             for part in parts:
                 pid, herald, prows = part
                 if not prows:
                     continue
-                # the per-slice path is kept to dict lookups: most slices carry recurring heralds
+                # the per-slice path is one dict lookup and a set comparison: most slices carry recurring heralds
                 if pid == ANONYMOUS:
-                    name, theirs = 0, None
+                    name, theirs, full = 0, None, known.get(0, _NOTHING)
                 else:
-                    name, theirs = named.get((side, herald)) or self._name(side, part), herald
-                    dead = alone.get((side, name))
-                    if dead or (dead is None and self._dead(side, part, name)):
-                        self.dropped += len(prows)
-                        work[0] += len(prows) * len(other.rows)
-                        work[1] += len(prows) * len(other.rows)
+                    slot = slots.get(herald)
+                    if slot is None:
+                        slot = self._slot(side, part)
+                    name, dead, full = slot
+                    if dead:
+                        dropped += len(prows)
                         continue
-                full = known.get(name)
-                work[1] += len(prows) * len(other.rows)
-                if full is not None and names <= full:
+                    theirs = herald
+                if names <= full:
                     groups = whole
-                    met[_EVALUATE.value] += len(other.runs)
+                    wholes += 1
                 else:
                     groups = self._groups(side, part, name, other)
                     work[0] += len(prows) * (len(other.rows) - sum([g[2] - g[1] for g in groups]))
                 if plan is not None and (plan is groups or _same(plan, groups)):
-                    rows += prows
                     if patterns[-1] is not theirs:
                         patterns.append(theirs)
                 else:
-                    if plan:
-                        self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
-                    rows, patterns, plan = list(prows), [theirs], groups
+                    if plan:  # the slices since ``begun`` probe together
+                        self._probe_groups(side, stored[begun:], patterns, plan, other, ts_index, out)
+                    begun, patterns, plan = len(stored), [theirs], groups
                 stored += prows
                 marks.append((pid, herald, len(prows), name))
-            mine.extend(stored, marks, ts_index)
+            self.dropped += dropped
+            work[0] += dropped * len(other.rows)
+            work[1] += (dropped + len(stored)) * len(other.rows)
+            met[_EVALUATE_FLAG] += wholes * len(runs)
             if plan:
-                self._probe_groups(side, rows, patterns, plan, other, ts_index, out)
+                self._probe_groups(side, stored[begun:] if begun else stored, patterns, plan, other, ts_index, out)
+            mine.extend(stored, marks, ts_index)
         return out
+
+    def _slot(self, side: int, part: Partition) -> list:
+        """What the per-slice path needs of a herald, looked up once: [name, dead, the names it meets in full]."""
+        name = self._name(side, part)
+        slot = [name, self._dead(side, part, name), self._full_with[side].setdefault(name, set())]
+        self._slots[side][part.herald] = slot
+        return slot
 
     def _name(self, side: int, part: Partition) -> int:
         """A small integer per distinct patterns (0: anonymous), so decisions are cached by ints.
@@ -320,8 +358,7 @@ class MultiModalBatchJoin(WindowedJoin):
                 self._projected.clear()
                 self._pairs.clear()
                 self._alone.clear()
-                self._full_with[0].clear()
-                self._full_with[1].clear()
+                self._forget_full()
             used = self._used[side]
             projection = (side, tuple(p for p in part.herald if p[0] in used))  # type: ignore[union-attr]
             name = self._projected.get(projection)
@@ -330,6 +367,11 @@ class MultiModalBatchJoin(WindowedJoin):
                 name = self._projected[projection] = self._last_name
             self._names[key] = name
         return name
+
+    def _forget_full(self) -> None:
+        for caches in (self._full_with, self._slots):
+            caches[0].clear()
+            caches[1].clear()
 
     def _groups(self, side: int, part: Partition, name: int, other: _Side) -> list[list]:
         """What one slice meets in the other side's window: [mode, start, end, runs] per group of
@@ -366,7 +408,7 @@ class MultiModalBatchJoin(WindowedJoin):
             (action, test, _), start, end, runs = group
             pairs = _probe(side, rows, ts_index, other, start, end, action, test, window)
             if pairs:
-                theirs = [run[1] if run[0] != ANONYMOUS else None for run in runs]
+                theirs = _RunHeralds(runs)
                 out.append(Joined(mine, theirs, pairs) if side == LEFT else Joined(theirs, mine, pairs))
 
     def _dead(self, side: int, part: Partition, name: int) -> bool:
@@ -382,8 +424,7 @@ class MultiModalBatchJoin(WindowedJoin):
         names = (name, run[4]) if side == LEFT else (run[4], name)
         if len(self._pairs) >= DECISION_CACHE:
             self._pairs.clear()
-            self._full_with[0].clear()
-            self._full_with[1].clear()
+            self._forget_full()
         theirs = run[1] if run[0] != ANONYMOUS else None
         decision = self.reasoner.decide(*((mine, theirs) if side == LEFT else (theirs, mine)))
         if decision.verdict is Verdict.UNSATISFIABLE:

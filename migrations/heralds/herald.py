@@ -145,6 +145,12 @@ class InForce:
         """The first timestamp at which a time-based herald no longer covers a tuple."""
 
     def arrive(self, herald: Herald) -> None:
+        life = herald.lifespan
+        if not self.active and life.kind == COUNT:  # the common case: a count herald alone, set directly
+            self.active = [_Active(herald, life.value)]
+            self.merged = herald.patterns
+            self.rows_left, self.time_left = life.value, math.inf
+            return
         if self.merged is None:  # nothing to merge with; a herald's own patterns are never empty
             merged = herald.patterns
         else:
@@ -173,17 +179,20 @@ class InForce:
         """``rows`` tuples went by; returns whether a herald ran out (the merged patterns changed)."""
         if self.rows_left == math.inf:
             return False
-        for a in self.active:
-            a.remaining -= rows
         self.rows_left -= rows
-        if self.rows_left > 0:
-            return False
-        if len(self.active) == 1:  # the common case: the only herald in force ran out
+        if len(self.active) == 1:  # the common case: one herald in force
+            if self.rows_left > 0:
+                self.active[0].remaining = self.rows_left
+                return False
             self.active = []
             self.merged = None
             self.rows_left = self.time_left = math.inf
-        else:
-            self._keep([a for a in self.active if a.remaining > 0])
+            return True
+        for a in self.active:
+            a.remaining -= rows
+        if self.rows_left > 0:
+            return False
+        self._keep([a for a in self.active if a.remaining > 0])
         return True
 
     def expire(self, ts: float) -> bool:

@@ -25,6 +25,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 from .herald import Herald, HeraldViolation, InForce, Patterns
 
 ANONYMOUS = 0
+_tuple_new = tuple.__new__
 
 
 class Partition(NamedTuple):
@@ -33,6 +34,12 @@ class Partition(NamedTuple):
     pid: int
     herald: Patterns | None
     rows: Sequence[tuple[Any, ...]]
+
+
+def partition(pid: int, herald: Patterns | None, rows: Sequence[tuple[Any, ...]]) -> Partition:
+    """``Partition(pid, herald, rows)`` without the named tuple's Python-level ``__new__``: the hot paths make
+    one per slice."""
+    return _tuple_new(Partition, (pid, herald, rows))
 
 
 class Partitioner:
@@ -73,8 +80,8 @@ class Partitioner:
             for at, herald in heralds:
                 if at > start:
                     self._rows(batch, start, at, out)
+                    start = at
                 self._herald(herald)
-                start = max(start, at)
             if start < n:
                 self._rows(batch, start, n, out)
             return out
@@ -97,7 +104,11 @@ class Partitioner:
             raise ValueError("a herald with a time-based lifespan arrived, but the partitioner was given no ts attribute")
         self.heralds_seen += 1
         self.in_force.arrive(herald)
-        self._new_partition()
+        # a new partition; a herald is in force now, so it is never anonymous
+        if self.pid != ANONYMOUS:
+            self.closed.append(self.pid)
+        self.pid = self.next_pid
+        self.next_pid += 1
 
     def _new_partition(self) -> None:
         if self.pid != ANONYMOUS:
@@ -111,26 +122,40 @@ class Partitioner:
     def _rows(self, batch: Sequence[Any], start: int, stop: int, out: list[Partition]) -> None:
         in_force = self.in_force
         while start < stop:
-            end = stop
-            left = in_force.rows_left
-            if left < end - start:
-                end = start + int(left)
             if in_force.time_left != math.inf:
-                ts_index = self.ts_index
-                until = in_force.time_left
-                if batch[start][ts_index] >= until:  # type: ignore[index]
-                    in_force.expire(batch[start][ts_index])  # type: ignore[index]
-                    self._new_partition()
-                    continue
-                end = bisect_left(batch, until, start, end, key=lambda row: row[ts_index])  # type: ignore[index]
-            rows = batch[start:end]
+                start = self._timed_rows(batch, start, stop, out)
+                continue
+            # count-based heralds or none: the slice ends where the batch or the first count runs out
+            left = in_force.rows_left
+            end = stop if left >= stop - start else start + int(left)
             merged = in_force.merged
             if self.check and merged is not None:
-                self._verify(rows, merged)
-            out.append(Partition(self.pid, merged, rows))
+                self._verify(batch[start:end], merged)
+            out.append(_tuple_new(Partition, (self.pid, merged, batch[start:end])))
             if left != math.inf and in_force.consume(end - start):
                 self._new_partition()
             start = end
+
+    def _timed_rows(self, batch: Sequence[Any], start: int, stop: int, out: list[Partition]) -> int:
+        """One slice under a time-based herald (or none, when the herald's span is already over); the next start."""
+        in_force = self.in_force
+        ts_index = self.ts_index
+        until = in_force.time_left
+        if batch[start][ts_index] >= until:  # type: ignore[index]
+            in_force.expire(batch[start][ts_index])  # type: ignore[index]
+            self._new_partition()
+            return start
+        left = in_force.rows_left
+        end = stop if left >= stop - start else start + int(left)
+        end = bisect_left(batch, until, start, end, key=lambda row: row[ts_index])  # type: ignore[index]
+        rows = batch[start:end]
+        merged = in_force.merged
+        if self.check and merged is not None:
+            self._verify(rows, merged)
+        out.append(Partition(self.pid, merged, rows))
+        if left != math.inf and in_force.consume(end - start):
+            self._new_partition()
+        return end
 
     def _verify(self, rows: Sequence[tuple[Any, ...]], patterns: Patterns) -> None:
         for row in rows:

@@ -4,7 +4,8 @@ A select holds a control table from partition id to an action — pass,
 skip or evaluate (the paper's flags 0, 1, 2) — and, for evaluate, the
 compiled residual predicate. The table is filled by the operator's
 configurator the first time a partition shows up, from PredSAT's decision
-for the partition's herald (cached by the herald's patterns), and emptied
+for the partition's herald (cached by the herald's patterns, and made once
+per projection of them on the predicate's attributes), and emptied
 as partitions close. Anonymous partitions (id 0) are always evaluated in
 full. Output keeps the partition ids, so operators downstream can be
 configured the same way without partitioning again (§V.D).
@@ -21,8 +22,8 @@ from enum import Enum
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .herald import Herald, Patterns
-from .partitioner import ANONYMOUS, Partition
-from .predicates import Atom, compile_conjunction
+from .partitioner import ANONYMOUS, Partition, partition
+from .predicates import Atom, attributes_of, compile_conjunction
 from .predsat import DECISION_CACHE, SELECT_PLANS, SelectReasoner, Verdict
 from .satisfiability import Domain
 
@@ -48,42 +49,57 @@ class MultiModalSelect:
         self.control: dict[int, tuple[int, Callable[[Row], bool] | None, Verdict]] = {}
         """Partition id → (action flag, compiled residual for evaluate, PredSAT's verdict)."""
         self._decided: dict[Patterns, tuple[int, Callable[[Row], bool] | None, Verdict]] = {}
+        self._projected: dict[Patterns, tuple[int, Callable[[Row], bool] | None, Verdict]] = {}
+        self.attributes = frozenset(attributes_of(self.reasoner.predicate))
+        """The attributes the predicate mentions: the only ones of a herald's patterns a decision depends on."""
         self._counts = [0, 0, 0]
         self._compiled: dict[tuple[Atom, ...], Callable[[Row], bool]] = {}
         """Compiled residuals: many heralds leave the same atoms to evaluate, and compiling costs more than deciding."""
         self.decisions = 0
-        """PredSAT runs (cache misses)."""
+        """PredSAT runs (cache misses of the projected patterns)."""
         self.partitions = 0
         """Partitions configured (herald partitions seen; anonymous ones are not counted)."""
 
     def configure(self, pid: int, patterns: Patterns) -> tuple[int, Callable[[Row], bool] | None, Verdict]:
-        """The configurator: decide for a new partition and enter it in the control table."""
+        """The configurator: decide for a new partition and enter it in the control table.
+
+        Decisions are cached by the patterns, and PredSAT runs once per distinct projection of them on the
+        predicate's attributes: a range on an attribute P does not mention cannot change the decision, so a
+        herald that says nothing about P's attributes gets the full predicate, as an anonymous partition does."""
         self.partitions += 1
         entry = self._decided.get(patterns)
         if entry is None:
             if len(self._decided) >= DECISION_CACHE:
                 self._decided.clear()
-            decision = self.reasoner.decide(patterns)
-            self.decisions += 1
-            residual = None
-            if decision.verdict is Verdict.UNKNOWN:
-                residual = self._compiled.get(decision.residual)
-                if residual is None:
-                    residual = self._compiled[decision.residual] = compile_conjunction(decision.residual, self.position)
-            entry = self._decided[patterns] = (_ACTION[decision.verdict].value, residual, decision.verdict)
+                self._projected.clear()
+            projection = tuple(p for p in patterns if p[0] in self.attributes)
+            entry = self._projected.get(projection)
+            if entry is None:
+                entry = self._projected[projection] = self._decide(projection)
+            self._decided[patterns] = entry
         self.control[pid] = entry
         return entry
 
+    def _decide(self, patterns: Patterns) -> tuple[int, Callable[[Row], bool] | None, Verdict]:
+        decision = self.reasoner.decide(patterns)
+        self.decisions += 1
+        residual = None
+        if decision.verdict is Verdict.UNKNOWN:
+            residual = self._compiled.get(decision.residual)
+            if residual is None:
+                residual = self._compiled[decision.residual] = compile_conjunction(decision.residual, self.position)
+        return (_ACTION[decision.verdict].value, residual, decision.verdict)
+
     def process(self, part: Partition) -> Partition | None:
         """One partition slice in, its qualifying rows out (same id); None when nothing qualifies."""
-        pid, _, rows = part
+        pid, herald, rows = part
         if pid == ANONYMOUS:
             kept = [r for r in rows if self.full(r)]
             self._counts[_EVALUATE] += len(rows)
             return Partition(pid, None, kept) if kept else None
         entry = self.control.get(pid)
         if entry is None:
-            entry = self.configure(pid, part.herald)  # type: ignore[arg-type]
+            entry = self.configure(pid, herald)  # type: ignore[arg-type]
         flag, residual, _ = entry
         self._counts[flag] += len(rows)
         if flag == _SKIP:
@@ -91,7 +107,7 @@ class MultiModalSelect:
         if flag == _PASS:
             return part
         kept = [r for r in rows if residual(r)]  # type: ignore[misc]
-        return Partition(pid, part.herald, kept) if kept else None
+        return partition(pid, herald, kept) if kept else None
 
     @property
     def tuples(self) -> Counter[Action]:

@@ -74,3 +74,18 @@ def test_the_decision_cache_is_bounded_for_heralds_that_never_recur(monkeypatch)
         for part in partitioner.feed([Herald.of({"a": Range(0, i)}, count=1), (0, 0, 0)]):
             assert select.process(part) is not None
     assert select.decisions == 10 and len(select._decided) <= 3
+
+
+def test_a_decision_is_made_once_per_projection_on_the_predicates_attributes() -> None:
+    select = MultiModalSelect(conjunction(("a", "<", 20)), POSITION)
+    stream = []
+    for j in range(6):  # six distinct heralds, all silent on a: one PredSAT run, the full predicate for each
+        stream.append(Herald.of({"b": Range(0, 90 + j)}, count=3))
+        stream += [(j * 10, 5, 3 * j), (j * 10 + 1, 6, 3 * j + 1), (j * 10 + 2, 7, 3 * j + 2)]
+    stream.append(Herald.of({"a": Range(0, 9), "b": Range(0, 90)}, count=2))  # a herald that proves a < 20
+    stream += [(3, 1, 30), (4, 1, 31)]
+    partitioner = Partitioner(POSITION)
+    out = [r for p in partitioner.feed(stream) if (q := select.process(p)) is not None for r in q.rows]
+    assert out == regular_select(strip_heralds(stream), conjunction(("a", "<", 20)), POSITION)
+    assert select.decisions == 2
+    assert select.tuples == {Action.EVALUATE: 18, Action.PASS: 2}
