@@ -151,7 +151,11 @@ def read_results(path: Path) -> list[dict[str, Any]]:
 
 
 def versions(engine: Any, query: str) -> list[tuple[float, dict]]:
-    """The query's settings versions as (from event time, QueryParams JSON): the first from −∞, each migration's from T_split."""
+    """The query's settings versions as (from event time, QueryParams JSON): the first from −∞, each migration's from T_split.
+
+    A migration that failed before its new run started changed nothing: the old plan's version goes on. Results
+    the old run's sink filter held back meanwhile (it is set to T_split before the new run starts) count as lost.
+    """
     from sqlalchemy import text
 
     with engine.connect() as conn:
@@ -160,6 +164,8 @@ def versions(engine: Any, query: str) -> list[tuple[float, dict]]:
     out: list[tuple[float, dict]] = []
     for details, state in rows:
         details = json.loads(details) if isinstance(details, str) else details
+        if state == "failed" and "live" not in details:
+            continue  # its new run never started (e.g. Spark's Python worker did not connect back): the old plan went on
         if state == "failed" or "live" not in details:
             raise RuntimeError(f"migration of {query} ended {state}: its old run answered alone again, which this "
                                "benchmark's oracle does not model")
