@@ -166,6 +166,8 @@ def versions(engine: Any, query: str) -> list[tuple[float, dict]]:
         details = json.loads(details) if isinstance(details, str) else details
         if state == "failed" and "live" not in details:
             continue  # its new run never started (e.g. Spark's Python worker did not connect back): the old plan went on
+        if state == "done" and "live" not in details and details.get("old") is None:
+            continue  # the query's first settings, put into force as it started (no run before it): nothing to split
         if state == "failed" or "live" not in details:
             raise RuntimeError(f"migration of {query} ended {state}: its old run answered alone again, which this "
                                "benchmark's oracle does not model")
@@ -404,6 +406,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--memory-bytes", type=float, default=6_000_000)
     parser.add_argument("--keep", help="keep the run's files (and its database) in this directory")
     parser.add_argument("--evaluate", metavar="DIR", help="only compute the figures of a run kept with --keep")
+    parser.add_argument("--overhead-only", action="store_true",
+                        help="only the agent-overhead pairs (cluster and database, no daemon, no burst run): for development")
     args = parser.parse_args(argv)
     # A stopped benchmark (kill, timeout) still stops its cluster and daemon and drops its database: ``run``'s finally.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -414,7 +418,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return evaluate(url, where, start, args.memory_bytes)
     shared = Path(args.keep or tempfile.mkdtemp(prefix="armd-fleet-"))
     shared.mkdir(parents=True, exist_ok=True)
+    if args.overhead_only:
+        return overhead_only(shared)
     return run(args.memory_bytes, shared, keep_store=bool(args.keep))
+
+
+def overhead_only(shared: Path) -> dict[str, Any]:
+    """``agent_overhead`` alone on a cluster and a database of its own (the agents in recommend mode need no daemon)."""
+    from armd.adapters.store.sql import SqlStore
+
+    url, drop = postgres_database()
+    store = SqlStore.open(url)
+    store.upgrade()
+    store.close()
+    cluster = StandaloneCluster(workers=2, cores=2, memory="1g").start()
+    try:
+        return {"cluster": cluster.master_url, **agent_overhead(cluster.master_url, url, shared)}
+    finally:
+        cluster.stop()
+        drop()
 
 
 if __name__ == "__main__":
