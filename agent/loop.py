@@ -24,6 +24,7 @@ queries never stop because the store is away.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime
 from typing import Any
 
@@ -48,6 +49,8 @@ class AgentLoop:
         self._recommended: dict[str, int] = {}
         self.rounds = 0
         self.errors = 0
+        self.cpu_seconds = 0.0
+        """CPU time this thread spent in rounds: what the agent itself takes of the driver (``bench/fleet.py``)."""
 
     def start(self) -> None:
         if self._thread is None:
@@ -63,11 +66,13 @@ class AgentLoop:
 
     def _run(self) -> None:
         while self.pacer.next():
+            began = time.thread_time()
             try:
                 self.round(self.agent.clock())
             except Exception as exc:  # noqa: BLE001 - the next round tries again
                 self.errors += 1
                 self.agent.log.warning("agent_round_failed", app=self.agent.app, error=f"{type(exc).__name__}: {exc}")
+            self.cpu_seconds += time.thread_time() - began
 
     def round(self, at: datetime) -> None:
         """One round (see the module docstring)."""

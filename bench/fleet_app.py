@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     from armd.agent import Agent
 
     agent = Agent(spark, store=args.store, app=args.app, mode=args.mode, checkpoint_root=str(shared / "checkpoints" / args.app),
-                  poll_seconds=0.5)
+                  poll_seconds=1.0)
     for name in names:
         spec = QUERIES[base_name(name)]
         agent.query(name, windows=spec["windows"], slides=spec["slides"], streams=spec["streams"],
@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> None:
         if query is not None:
             query.processAllAvailable()
     report = {"app": args.app, "throughput": throughput(agent.listener, names),
-              "final_plans": {name: agent.manager.get(name).params.as_json() for name in names}}
+              "final_plans": {name: agent.manager.get(name).params.as_json() for name in names},
+              "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds}
     agent.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))
 

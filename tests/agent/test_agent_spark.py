@@ -214,6 +214,8 @@ def test_in_recommend_mode_the_application_applies_nothing(spark, progress_liste
         managed = agent.manager.get(QUERY)
         assert managed.query is spark_query and managed.params.version == 0 and managed.runs == 1
         assert not agent.applier.migrations
+        assert managed.writer.keep is None  # no GenMig filter on the sink while nothing migrates
+        assert 0 < agent.loop.cpu_seconds < 60  # the agent's own thread, measured (bench/fleet.py reports it)
         events = [e for e in store.events(query=QUERY) if e["kind"] == "recommendation"]
         assert len(events) == 1 and "applies nothing" in events[0]["message"]
         assert store.transact(lambda s: s.scalar(select(func.count()).select_from(m.Migration))) == 0
