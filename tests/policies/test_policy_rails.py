@@ -136,16 +136,21 @@ def test_guardrail_settings_are_checked(kwargs) -> None:
 # --- trajectory --------------------------------------------------------------------------------------
 
 
-def test_window_reduction_frees_memory_only_after_the_old_window_expires() -> None:
-    """p goes from w = 61,000 to 1,000 at t = 0: the state starts shrinking at t = 1,000 and is at
-    its new size at t = 61,000 (paper 001 §4.2); in between it falls linearly. The bound that the
-    new setting meets holds from 61,000 on, not before."""
+def window_change() -> tuple:
+    """The change these trajectory tests share: p's window from its largest (61,000) to its smallest (1,000), q kept."""
     problem = window_problem()
     old_fw, new_fw = np.array([1.0, 1.0]), np.array([0.0, 1.0])
     w_old, g_old = problem.values(old_fw, np.zeros(2))
     w_new, g_new = problem.values(new_fw, np.zeros(2))
-    before = problem.evaluate(old_fw, np.zeros(2))
-    after = problem.evaluate(new_fw, np.zeros(2))
+    return (problem, (w_old, g_old, problem.evaluate(old_fw, np.zeros(2))),
+            (w_new, g_new, problem.evaluate(new_fw, np.zeros(2))))
+
+
+def test_window_reduction_frees_memory_only_after_the_old_window_expires() -> None:
+    """p goes from w = 61,000 to 1,000 at t = 0: the state starts shrinking at t = 1,000 and is at
+    its new size at t = 61,000 (paper 001 §4.2); in between it falls linearly. The bound that the
+    new setting meets holds from 61,000 on, not before."""
+    problem, (w_old, g_old, before), (w_new, g_new, after) = window_change()
     bounds = Bounds(memory=float(after.total_memory) * 1.0001, cpu=float(before.total_cpu) * 2)
     path = predict(problem, bounds, 0.0, (w_old, g_old, before), (w_new, g_new, after))
     assert path.times.tolist() == [0.0, 1_000.0, 61_000.0]
@@ -185,11 +190,7 @@ def test_hysteresis_holds_a_tiny_cut_within_the_reserve_but_not_past_the_bound()
 def test_a_live_migration_holds_both_plans_until_the_old_one_drains() -> None:
     """GenMig (lag given): the new plan fills from empty over its window + lag while the old plan keeps all of its
     state; at the drain time the old state goes at once, and only from then on does the bound hold."""
-    problem = window_problem()
-    old_fw, new_fw = np.array([1.0, 1.0]), np.array([0.0, 1.0])
-    w_old, g_old = problem.values(old_fw, np.zeros(2))
-    w_new, g_new = problem.values(new_fw, np.zeros(2))
-    before, after = problem.evaluate(old_fw, np.zeros(2)), problem.evaluate(new_fw, np.zeros(2))
+    problem, (w_old, g_old, before), (w_new, g_new, after) = window_change()
     bounds = Bounds(memory=float(after.total_memory) * 1.0001, cpu=float(before.total_cpu) * 4)
     path = predict(problem, bounds, 0.0, (w_old, g_old, before), (w_new, g_new, after), lag=np.array([3_000.0, 3_000.0]))
     drain = 1_000.0 + 3_000.0  # p's new window + lag
@@ -204,11 +205,7 @@ def test_a_live_migration_holds_both_plans_until_the_old_one_drains() -> None:
 def test_a_live_migration_drains_at_the_split_the_applier_placed():
     """Spark's GenMig splits at the change + the larger window: given that split, the old plan drains there + lag while
     the new plan still fills over its own window + lag."""
-    problem = window_problem()
-    old_fw, new_fw = np.array([1.0, 1.0]), np.array([0.0, 1.0])
-    w_old, g_old = problem.values(old_fw, np.zeros(2))
-    w_new, g_new = problem.values(new_fw, np.zeros(2))
-    before, after = problem.evaluate(old_fw, np.zeros(2)), problem.evaluate(new_fw, np.zeros(2))
+    problem, (w_old, g_old, before), (w_new, g_new, after) = window_change()
     bounds = Bounds(memory=float(before.total_memory) * 4, cpu=float(before.total_cpu) * 4)
     split = np.array([float(w_old[problem.win_idx].max()), 0.0])
     path = predict(problem, bounds, 0.0, (w_old, g_old, before), (w_new, g_new, after), lag=np.array([3_000.0, 3_000.0]),
@@ -226,11 +223,7 @@ def test_a_live_migration_drains_at_the_split_the_applier_placed():
 def test_a_live_migration_drains_when_the_applier_expects_it():
     """An applier that knows its old run's drain better than T_split + lag (Spark: the end of a batch) gives it; the
     old state then stays until that moment and goes there at once."""
-    problem = window_problem()
-    old_fw, new_fw = np.array([1.0, 1.0]), np.array([0.0, 1.0])
-    w_old, g_old = problem.values(old_fw, np.zeros(2))
-    w_new, g_new = problem.values(new_fw, np.zeros(2))
-    before, after = problem.evaluate(old_fw, np.zeros(2)), problem.evaluate(new_fw, np.zeros(2))
+    problem, (w_old, g_old, before), (w_new, g_new, after) = window_change()
     bounds = Bounds(memory=float(after.total_memory) * 1.0001, cpu=float(before.total_cpu) * 4)
     split = np.array([float(w_old[problem.win_idx].max()), 0.0])
     later = split[0] + 3_000.0 + 1_500.0
