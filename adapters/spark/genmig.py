@@ -262,12 +262,12 @@ class GenMigApplier:
                                      "old_checkpoint": str(managed.checkpoint), "old_answers_from": since,
                                      "placed_from_batch": latest.last_executed_batch})
         old_run = self.manager.hand_over(query)
-        new_params = replace(params, extra={**params.extra, "sources": {s: dict(start.options) for s, start in starts.items()}})
+        from_split = {s: dict(start.options) for s, start in starts.items()}
+        new_params = replace(params, extra={**params.extra, "sources": from_split})
         try:
             new_query = self.manager.start(query, new_params, keep=reference_filter(reference, t_split, "new"))
-        except Exception:
-            old_run.writer.keep = reference_filter(reference, since, "new")  # roll back: the old run answers alone again
-            self.manager.take_back(query, old_run)
+        except Exception as failure:  # noqa: BLE001 - whatever stopped the new run, the results from T_split need a run
+            self._carry_on(query, old_run, migration, from_split, reference, t_split, since, failure)
             raise
         self._answers_from[query] = t_split
         self._old[query] = old_run
@@ -278,6 +278,43 @@ class GenMigApplier:
                                  facts={**migration.facts, "new_run": str(new_query.runId),
                                         "new_checkpoint": str(self.manager.get(query).checkpoint)})
         self._record(migration)
+
+    def _carry_on(self, query: str, old_run: Run, migration: Migration, from_split: dict, reference: str, t_split: float,
+                  since: float | None, failure: Exception) -> None:
+        """The new run did not start: a run of the old plan, from the split positions, answers from T_split on.
+
+        The old run's filter already holds back its results from T_split on,
+        and while the new run was being started (a cluster may take minutes
+        over its attempts) it may have emitted and dropped some. Giving it its
+        old filter back would lose those; a run of the old plan started where
+        the new one would have started produces them again. That is a GenMig
+        migration to the same plan, followed to its end like any other; the
+        change itself failed (the caller re-raises ``failure``) and is tried
+        again once the old run has drained. Only if this run cannot start either
+        does the old run answer alone again, and what it dropped is lost.
+        """
+        same = replace(old_run.params, version=old_run.params.version + 1, extra={**old_run.params.extra, "sources": from_split})
+        try:
+            continued = self.manager.start(query, same, keep=reference_filter(reference, t_split, "new"))
+        except Exception as second:  # noqa: BLE001 - reported below, with the first failure
+            old_run.writer.keep = reference_filter(reference, since, "new")
+            self.manager.take_back(query, old_run)
+            self.log.error("genmig_rolled_back", query=query, t_split=t_split,
+                           error=f"{type(failure).__name__}: {failure}", continuation_error=f"{type(second).__name__}: {second}",
+                           message=f"neither the new plan nor the old one started from T_split; the old run of {query!r} "
+                                   "answers alone again and the results from T_split it wrote while they were tried are lost")
+            return
+        self._answers_from[query] = t_split
+        self._old[query] = old_run
+        self._since[query] = self.clock()
+        note = (f"the new plan did not start ({type(failure).__name__}: {str(failure).splitlines()[0] if str(failure) else ''}); "
+                "the old plan goes on from T_split in a run of its own")
+        started = max(migration.facts["positions"].values())
+        self._record(migration.to(
+            RUNNING, started, note, t_split=t_split, started=started, new_plan=same.as_json(),
+            facts={**migration.facts, "new_run": str(continued.runId), "continuation": True,
+                   "new_checkpoint": str(self.manager.get(query).checkpoint)}))
+        self.log.warning("genmig_continued_old_plan", query=query, t_split=t_split, error=f"{type(failure).__name__}: {failure}")
 
     def _place_split(self, query: str, managed: Any, params: QueryParams, old_sources: dict, new_sources: dict) -> tuple:
         """From the old run's newest progress: that record, each stream's position, the new run's starts, T_split, the span."""

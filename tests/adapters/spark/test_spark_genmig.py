@@ -14,6 +14,8 @@ naive restart). The harness is bench/migration.py's.
 from __future__ import annotations
 
 import sys
+import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 from support import REPO
@@ -25,6 +27,7 @@ from armd.adapters.spark.genmig import GenMigApplier
 from armd.adapters.spark.listener import ProgressListener
 from armd.adapters.spark.managed import ManagedSpec, QueryManager
 from armd.adapters.spark.sinks import MemorySink
+from armd.control.errors import NotReady
 from armd.adapters.spark.source import offset_seconds
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -116,6 +119,55 @@ def test_a_join_order_change_loses_and_repeats_no_result(join_order_change):
     # The orders agree on the results (the same predicate), and both plans wrote some.
     assert join_order_change["a"] == join_order_change["b"]
     assert run["versions"] == [0, 1]
+
+
+def test_a_new_plan_that_does_not_start_loses_no_result(window_change, spark, progress_listener, tmp_path_factory):  # noqa: F811
+    """The new run fails to start after the old run's filter was set to T_split (a cluster gave up on it after three
+    attempts in the fleet benchmark). Meanwhile the old run wrote windows from T_split on, which its filter dropped;
+    rolling the filter back lost them (4,778 results). A run of the old plan from the split positions answers from
+    T_split instead: the output is the old plan's, every result exactly once, and the change is tried again later."""
+    chosen = replace(scenario("count per key: window"), speed=4.0)  # 10 s of wall time: the old run goes on past T_split
+    manager, sink, start = QueryManager(spark, tmp_path_factory.mktemp("checkpoints")), MemorySink(), migration.origin()
+    manager.register(ManagedSpec("unstartable", "support.builders:windowed_count_or_unstartable", sink,
+                                 chosen.params(chosen.old, start), trigger=chosen.trigger))
+    transitions: list = []
+    applier = GenMigApplier(manager, progress_listener, migration.TIME_UNIT, on_transition=transitions.append)
+    manager.start("unstartable")
+    old_run = str(manager.get("unstartable").query.runId)
+    try:
+        assert progress_listener.wait_for(lambda: (r := progress_listener.latest("unstartable")) is not None
+                                          and r.watermark is not None and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 120)
+        new = chosen.params(chosen.new, start)
+        new = replace(new, extra={**new.extra, "fail_start": 6.0})
+        for attempt in range(10):
+            try:
+                applier.migrate("unstartable", new)
+            except NotReady:
+                time.sleep(0.5)
+                continue
+            except RuntimeError as exc:
+                assert "cannot start" in str(exc)
+                break
+        else:
+            pytest.fail("the unstartable plan's migration never began")
+        (running,) = transitions
+        t_split = running.t_split
+        seen = progress_listener.latest_of_run(old_run)
+        # The old run wrote windows past T_split while the new one failed: without the continuation, lost results.
+        assert seen.watermark.timestamp() >= t_split + chosen.old.slide
+        assert running.state == "running" and "did not start" in running.history[-1][2]
+        assert running.new_plan["windows"] == {"w": chosen.old.window} and running.facts["continuation"]
+        deadline = time.monotonic() + 120
+        while applier.advance() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [m.state for m in transitions] == ["running", "draining", "done"]
+        migration._read_to_end(progress_listener, manager, "unstartable", start)
+    finally:
+        applier.close()
+        manager.stop_all()
+    got = migration.results(sink.rows("unstartable"), start)
+    assert migration.compare(window_change["a"], got) == {"lost": 0, "duplicated": 0, "wrong": 0}
+    assert got.keys() == window_change["a"].keys()
 
 
 def test_progress_that_reaches_armd_late_does_not_place_the_split(spark, progress_listener, tmp_path_factory):  # noqa: F811
