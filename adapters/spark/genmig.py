@@ -105,14 +105,14 @@ def reference_filter(expression: str, t_split: float | None, side: str, since: f
     """
     if side == "new" and t_split is None:
         return None
-    split = F.timestamp_seconds(F.lit(t_split))
-    point = F.expr(expression)
+    # The columns are built per batch, inside the hook: it then pickles as plain numbers and text, which a writer
+    # whose filter crosses to another process (Spark Connect, ``SharedBatchWriter``) needs.
     if side == "new":
-        return lambda df: df.filter(point >= split)
+        return lambda df: df.filter(F.expr(expression) >= F.timestamp_seconds(F.lit(t_split)))
     if since is None:
-        return lambda df: df.filter(point < split)
-    start = F.timestamp_seconds(F.lit(since))
-    return lambda df: df.filter((point >= start) & (point < split))
+        return lambda df: df.filter(F.expr(expression) < F.timestamp_seconds(F.lit(t_split)))
+    return lambda df: df.filter((F.expr(expression) >= F.timestamp_seconds(F.lit(since)))
+                                & (F.expr(expression) < F.timestamp_seconds(F.lit(t_split))))
 
 
 def _window_seconds(params: QueryParams) -> float:

@@ -223,6 +223,11 @@ class Run:
     params: QueryParams
 
 
+def remote(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (its queries run in a server, not in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def _start_failure(query: StreamingQuery, timeout: float) -> str | None:
     """The run's error if it stopped before Spark had initialised its sources (within ``timeout``), else None."""
     deadline = time.monotonic() + timeout
@@ -303,7 +308,13 @@ class QueryManager:
             elif not (checkpoint / "offsets").is_dir():
                 raise FileNotFoundError(f"query {name!r}: cannot resume from {checkpoint}: it is not a Spark checkpoint "
                                         "(no offsets directory); it was deleted or never written")
-            writer = spec.sink.writer(name, managed.params.version, keep)
+            if remote(self.spark):  # the foreachBatch function runs in the server's Python: its filter goes by files
+                from .shared_writer import SharedBatchWriter
+
+                board = self.checkpoint_root / name / "writers" / f"v{managed.params.version:04d}-{uuid.uuid4().hex[:8]}"
+                writer: BatchWriter = SharedBatchWriter(spec.sink, name, managed.params.version, board, keep)
+            else:
+                writer = spec.sink.writer(name, managed.params.version, keep)
             stream = (
                 df.writeStream.queryName(managed.spark_name)
                 .outputMode(spec.output_mode)

@@ -106,3 +106,24 @@ def test_a_batch_writer_pickles_for_spark_connect(tmp_path) -> None:
     assert (copy.query, copy.plan_version, copy.sink.root) == ("q", 3, tmp_path) and copy.keep is not None
     copy.keep = None  # the copy's lock works and is its own
     assert writer.keep is not None
+
+
+def test_a_shared_batch_writer_hands_its_filter_to_the_copy_spark_connect_runs(spark, tmp_path) -> None:  # noqa: F811
+    """Over Spark Connect the query runs a pickled copy of the writer in the server's Python: a filter set on the
+    client's writer must reach the copy's next batch, and the copy's batch ids must reach the client's keep_from."""
+    from pyspark import cloudpickle
+
+    from armd.adapters.spark.shared_writer import SharedBatchWriter
+
+    client = SharedBatchWriter(ParquetSink(tmp_path / "out"), "old", 0, tmp_path / "board")
+    server = cloudpickle.loads(cloudpickle.dumps(client))
+    server(batch(spark, 5), 0)
+    split = before("window.end", datetime(2026, 1, 1, 0, 0, 12))
+    assert client.last_batch_id == 0 and client.keep_from(split, after_batch=0)
+    server(batch(spark, 5), 1)  # filtered: windows ending before 12 s only
+    assert not client.keep_from(split, after_batch=0)  # batch 1 reached the sink: the split must be placed again
+    client.keep = None
+    server(batch(spark, 5), 2)
+    back = spark.read.parquet(str(tmp_path / "out"))
+    per_batch = {r["batch_id"]: r["count"] for r in back.groupBy("batch_id").count().collect()}
+    assert per_batch == {0: 5, 1: 3, 2: 5} and client.batches == 3 and client.last_batch_id == 2
