@@ -216,3 +216,8 @@ class HeraldedSelect:
                 out.extend(kept.rows)
         self.select.release(closed)
         return out
+
+    @property
+    def skip_counts(self) -> tuple[int, int]:
+        """(input tuples the heralds let it skip or pass unevaluated, all input tuples) so far (``herald_meter``)."""
+        return self.select.skip_counts
