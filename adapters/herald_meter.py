@@ -89,4 +89,6 @@ class MeteredSource:
         self.source.close()
 
     def __getattr__(self, name: str):  # the wrapped source's own API (SyntheticSource.set_window, SparkStats.groups, …)
+        if name == "source":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
         return getattr(self.source, name)
