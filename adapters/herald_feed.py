@@ -46,6 +46,7 @@ import structlog
 from armd.migrations.heralds import Herald, HeraldConflict, MultiModalSelect, Partition, Partitioner
 from armd.migrations.heralds.column import HeraldColumn
 from armd.migrations.heralds.predicates import Atom
+from armd.adapters.herald_files import HeraldFiles
 from armd.adapters.store.errors import StoreError
 from armd.migrations.heralds.record import HeraldRecord, InvalidHerald
 
@@ -114,7 +115,7 @@ class StoreHeralds:
         """The stream's heralds; a failed read is no herald (the query goes on without), its reason in ``error``."""
         try:
             records = self.read(self.stream, since=self.last_id, invalid=self._skip)
-        except (InvalidHerald, StoreError) as exc:
+        except (InvalidHerald, StoreError, OSError) as exc:  # OSError: a side stream's directory (herald_files)
             self.error = str(exc)
             return []
         self.error = None
@@ -136,10 +137,13 @@ class StoreHeralds:
         herald that started in an earlier batch is dropped too (``missed``).
         """
         self.pending += [(self.to_ts(r.starts_at), r) for r in self.poll(now)]
-        if not self.pending or not rows:
+        if not rows:
             return []
         ts = self.ts_index
         first, last = rows[0][ts], rows[-1][ts]
+        if not self.pending:  # a batch without heralds goes by all the same: a count herald starting in it is missed
+            self.seen_until = last
+            return []
         out: list[tuple[int, Herald]] = []
         waiting = []
         for start, record in self.pending:
@@ -172,11 +176,46 @@ class StoreHeralds:
         return [r.to_herald(ts=start) for start, r in self.pending]
 
 
+class HeraldFeeds:
+    """Several feeds of one stream's heralds as one: the store's and side streams' (``herald_files``)."""
+
+    def __init__(self, *feeds: StoreHeralds) -> None:
+        self.feeds = feeds
+
+    def marks(self, rows: Sequence[Row], now: float) -> list[tuple[int, Herald]]:
+        return sorted((mark for feed in self.feeds for mark in feed.marks(rows, now)), key=lambda mark: mark[0])
+
+    def timed(self, now: float, horizon: float = -math.inf) -> list[Herald]:
+        return [herald for feed in self.feeds for herald in feed.timed(now, horizon)]
+
+    @property
+    def missed(self) -> int:
+        return sum(feed.missed for feed in self.feeds)
+
+    @property
+    def applied(self) -> int:
+        return sum(feed.applied for feed in self.feeds)
+
+    @property
+    def error(self) -> str | None:
+        return next((feed.error for feed in self.feeds if feed.error), None)
+
+
+def stream_heralds(stream: str, *, ts_index: int, store: Callable[..., Sequence[HeraldRecord]] | None = None,
+                   side: str | None = None, to_ts: Callable[[datetime], float] = epoch_seconds,
+                   poll_seconds: float = 0.0) -> HeraldFeeds:
+    """Every feed of ``stream``'s heralds a query reads: the store's table (``store``: ``SqlStore.heralds``) and
+    the side stream's directory (``side``: ``[managed.NAME] herald_sources``), each placed the same way."""
+    reads = ([store] if store is not None else []) + ([HeraldFiles(side).read] if side is not None else [])
+    return HeraldFeeds(*(StoreHeralds(read, stream, ts_index=ts_index, to_ts=to_ts, poll_seconds=poll_seconds)
+                         for read in reads))
+
+
 class HeraldedSelect:
     """σ_P over batches of rows, skipping or passing whole partitions by the heralds that reach the store
     and, when ``column`` names one, the heralds the rows carry in that column (``[managed.NAME] heralds``)."""
 
-    def __init__(self, predicate: Sequence[Atom], position: Mapping[str, int], heralds: StoreHeralds | None, *,
+    def __init__(self, predicate: Sequence[Atom], position: Mapping[str, int], heralds: StoreHeralds | HeraldFeeds | None, *,
                  ts: str = "ts", column: str | None = None) -> None:
         self.partitioner = Partitioner(position, ts=ts)
         self.select = MultiModalSelect(predicate, position)
@@ -216,3 +255,8 @@ class HeraldedSelect:
                 out.extend(kept.rows)
         self.select.release(closed)
         return out
+
+    @property
+    def skip_counts(self) -> tuple[int, int]:
+        """(input tuples the heralds let it skip or pass unevaluated, all input tuples) so far (``herald_meter``)."""
+        return self.select.skip_counts

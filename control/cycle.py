@@ -47,8 +47,8 @@ from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, de
 from . import feedback
 from .forecasting import forecast_d
 from .measured import MeasuredInputs
-from .model import (Model, Setup, build_model, drops_of, estimate_rows, fractions_of, key_match, longest_window, same_settings,
-                    settings_of)
+from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluated_shares, fractions_of, key_match,
+                    longest_window, same_settings, settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .desired import TransientMemory, stage_changes, staged_events
 from .pricing import concentrate_cuts, hold_small_cuts, price, transient_fit
@@ -96,6 +96,9 @@ class CycleState:
     """The last observed rates per stream, for the forecast (kept only while forecasting is on)."""
     measured: MeasuredInputs = field(default_factory=MeasuredInputs)
     """Measured group models and bytes per state row per plan node, and those the model is built with."""
+    heralds: RateTracker = field(default_factory=RateTracker)
+    """Per select or join run with heralds: the smoothed share of its evaluation work left (1 − the measured skip
+    fraction, ``model.evaluated_shares``), and the share the model is built with."""
 
     def admitted(self, model: Model) -> list[str]:
         """The active queries, in the model's order."""
@@ -106,7 +109,7 @@ class CycleState:
         """After a reload: the smoothing rules given, measurements kept only for the plan ``nodes`` (selectivities),
         ``stateful`` nodes (group models, bytes per row) and JISC ``joins`` still configured, the policy's state only when
         the policy is the same."""
-        sels = self.selectivities
+        sels, heralds = self.selectivities, self.heralds
         return replace(
             self, policy_state=self.policy_state if keep_policy_state else None,
             rates=replace(self.rates, rules=rules),
@@ -114,7 +117,9 @@ class CycleState:
                                   decided={n: v for n, v in sels.decided.items() if n in nodes}),
             pair_selectivities={q: replace(t, threshold=rules.threshold, window_seconds=rules.window_seconds)
                                 for q, t in self.pair_selectivities.items() if q in joins},
-            measured=self.measured.kept(stateful, rules.threshold))
+            measured=self.measured.kept(stateful, rules.threshold),
+            heralds=replace(RateTracker.of(rules), smoothed={n: v for n, v in heralds.smoothed.items() if n in nodes},
+                            decided={n: v for n, v in heralds.decided.items() if n in nodes}))
 
 
 @dataclass(frozen=True)
@@ -196,7 +201,8 @@ class Tick:
 
 
 def initial_state(rules: TriggerRules) -> CycleState:
-    return CycleState(ArrivalTracker(rules), RateTracker.of(rules), measured=MeasuredInputs(rules.threshold))
+    return CycleState(ArrivalTracker(rules), RateTracker.of(rules), measured=MeasuredInputs(rules.threshold),
+                      heralds=RateTracker.of(rules))
 
 
 def orders_for_model(orders: Mapping[str, tuple[int, Any]], desired: Mapping[str, DesiredSettings]) -> dict[str, Any]:
@@ -227,6 +233,10 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         node: sel for q in observation.queries if q.query in admitted
         for node, sel in q.selectivities.items() if node in plan.nodes and plan.nodes[node].sel is not None
     }, seconds)
+    heralds = state.heralds.observe(evaluated_shares({
+        node: skip for q in observation.queries if q.query in admitted
+        for node, skip in q.herald_skips.items() if node in plan.nodes and plan.nodes[node].op in ("select", "join")
+    }), seconds)
     pairs = dict(state.pair_selectivities)
     for q in observation.queries:
         if q.pair_selectivities and q.query in admitted:
@@ -289,7 +299,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
                                                 unmeasured=unmeasured))
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
-    state = replace(state, rates=rates, selectivities=selectivities, pair_selectivities=pairs, estimate_over=estimate_over,
+    state = replace(state, rates=rates, selectivities=selectivities, heralds=heralds, pair_selectivities=pairs, estimate_over=estimate_over,
                     watch=watch, history=history, measured=inputs)
     return Observed(state, rows, measured, events)
 
@@ -373,6 +383,11 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
         state = replace(state, selectivities=state.selectivities.decide_with())
         listed = ", ".join(f"{n}={state.selectivities.smoothed[n]:.3g}" for n in sorted(moved)[:5])
         trigger = trigger or f"measured selectivity of {len(moved)} node(s) moved past the threshold: {listed}"
+    skipping = state.heralds.drifted()
+    if skipping:
+        state = replace(state, heralds=state.heralds.decide_with())
+        listed = ", ".join(f"{n}={1.0 - state.heralds.smoothed[n]:.3g}" for n in sorted(skipping)[:5])
+        trigger = trigger or f"measured herald skip fraction of {len(skipping)} node(s) moved past the threshold: {listed}"
     inputs = state.measured.drifted()
     if inputs:
         state = replace(state, measured=state.measured.decide_with())
@@ -380,8 +395,9 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
     orders = orders_for_model(snapshot.orders, snapshot.desired)
     if not setup.rails.dry_run:
         orders.update({c.query: c.new for c in proposals})
-    if moved or inputs or orders != dict(model.orders):
-        model = build_model(setup, state.selectivities.smoothed, orders, state.pair_selectivities, state.measured)
+    if moved or skipping or inputs or orders != dict(model.orders):
+        model = build_model(setup, state.selectivities.smoothed, orders, state.pair_selectivities, state.measured,
+                            state.heralds.smoothed)
         changes |= Changes(model=True)
     if proposals:
         trigger = trigger or f"join order of {', '.join(repr(c.query) for c in proposals)} changed"

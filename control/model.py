@@ -7,8 +7,8 @@ rebuilt in the order it runs), which queries a problem covers, what settings
 a pair of fraction vectors means — and each answer must be computed in one
 place, once per change of its inputs, not once per caller. ``Setup`` is the
 part the configuration fixes (rebuilt on a reload); ``Model`` is rebuilt
-when a measured selectivity, group model, bytes per row or a join order
-moves. Pure: no clock, no IO.
+when a measured selectivity, group model, bytes per row, herald skip
+fraction or a join order moves. Pure: no clock, no IO.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from armd.costmodel.heralds import apply_herald_measures, measured_effect
 from armd.costmodel.plan import PlanSet
 from armd.policies.base import Policy
 from armd.policies.guardrails import Guardrails
@@ -108,11 +109,38 @@ class Model:
         return np.array([smoothed.get(s, d) for s, d in zip(self.stream_names, self.plan_d)], dtype=float)
 
 
+EVALUATED_FLOOR = 1e-6
+"""The least evaluated share smoothed: a node whose heralds skip everything still registers (smoothing keeps > 0)."""
+
+
+def evaluated_shares(skips: Mapping[str, float]) -> dict[str, float]:
+    """Measured herald skip fractions as the shares of evaluation work left, the value the cycle smooths.
+
+    The share left is what the cost model prices (``costmodel.heralds``), so a
+    relative change of it is a relative change of the node's evaluation cost:
+    from skipping 50 % to 90 % is the work divided by five, a decision's worth.
+    """
+    return {node: max(1.0 - skip, EVALUATED_FLOOR) for node, skip in skips.items()}
+
+
+def with_herald_measures(plan: PlanSet, evaluated: Mapping[str, float]) -> PlanSet:
+    """``plan`` with each select's or join's smoothed measured evaluated share (1 − skip) in place of the
+    skip fraction its ``heralds`` declare (nodes that declare none get the default overhead and partition)."""
+    effects = {node: measured_effect(plan.nodes[node].heralds, min(1.0, max(0.0, 1.0 - share)))
+               for node, share in evaluated.items() if node in plan.nodes and plan.nodes[node].op in ("select", "join")}
+    return apply_herald_measures(plan, effects) if effects else plan
+
+
 def build_model(setup: Setup, selectivities: Mapping[str, float], orders: Mapping[str, Any],
-                pair_selectivities: Mapping[str, RateTracker], measured: MeasuredInputs | None = None) -> Model:
-    """The plan with the smoothed measured ``selectivities`` in place of the plan's, each JISC join in its ``orders``
-    and the ``measured`` group models and bytes per state row (``control/measured.py``) in place of the declared ones."""
+                pair_selectivities: Mapping[str, RateTracker], measured: MeasuredInputs | None = None,
+                heralds: Mapping[str, float] | None = None) -> Model:
+    """The plan with the smoothed measured ``selectivities`` in place of the plan's, each JISC join in its ``orders``,
+    the ``measured`` group models and bytes per state row (``control/measured.py``) in place of the declared ones and
+    the smoothed measured evaluated shares of nodes run with ``heralds`` (``evaluated_shares``) priced by paper 002's
+    equation 9."""
     plan = setup.plan
+    if heralds:
+        plan = with_herald_measures(plan, heralds)
     if selectivities:
         nodes = {node_id: replace(node, sel=min(1.0, selectivities[node_id])) if node_id in selectivities else node
                  for node_id, node in plan.nodes.items()}

@@ -53,6 +53,9 @@ class QueryMetrics:
     """Per aggregation node, the smoothed groups in a window of w seconds as (base, growth): base + growth·w."""
     bytes_per_row: Mapping[str, float] = field(default_factory=dict)
     """Per stateful node, the smoothed bytes per state row (memoryUsedBytes / numRowsTotal)."""
+    herald_skips: Mapping[str, float] = field(default_factory=dict)
+    """Per select or join node run with heralds (paper 002), the fraction in [0, 1] of its evaluation work heralds
+    let it skip in the interval: a select's input tuples skipped or passed, a join's probe work in empty pairs."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ query selectivities       finite, in (0, 1] (docs/cost-model.md: formulas (1), (
 query pair selectivities  finite, in (0, 1] (the fraction of key pairs that match)
 query bytes per row       finite, > 0 per node (memoryUsedBytes / numRowsTotal)
 query group models        per node a pair (base, growth), both finite and ≥ 0 (n(w) = base + growth·w)
+query herald skips        in [0, 1] per node (the share of evaluation work heralds skipped; 0: none)
 ========================  ==============================================================
 
 A stream with any value outside its domain is dropped from the observation
@@ -82,6 +83,7 @@ FINITE_AT_LEAST_0: tuple[Check, str] = (lambda v: _number(v) and math.isfinite(v
 FINITE_POSITIVE: tuple[Check, str] = (lambda v: _number(v) and math.isfinite(v) and v > 0, "finite and > 0")
 POSITIVE_OR_INF: tuple[Check, str] = (lambda v: _number(v) and v > 0, "> 0 (inf when nothing arrived)")
 FRACTION: tuple[Check, str] = (lambda v: _number(v) and 0 < v <= 1, "in (0, 1]")
+SHARE: tuple[Check, str] = (lambda v: _number(v) and 0 <= v <= 1, "in [0, 1]")
 GROUP_MODEL: tuple[Check, str] = (lambda v: isinstance(v, (tuple, list)) and len(v) == 2 and all(FINITE_AT_LEAST_0[0](x) for x in v),
                                   "(base, growth), both finite and ≥ 0")
 
@@ -151,6 +153,9 @@ def _query(q: QueryMetrics) -> tuple[list[Rejection], QueryMetrics]:
     per_row = {key: value for key, value in q.bytes_per_row.items() if not bad(f"bytes_per_row.{key}", value, FINITE_POSITIVE)}
     if len(per_row) != len(q.bytes_per_row):
         changes["bytes_per_row"] = per_row
+    skips = {key: value for key, value in q.herald_skips.items() if not bad(f"herald_skips.{key}", value, SHARE)}
+    if len(skips) != len(q.herald_skips):
+        changes["herald_skips"] = skips
     groups = {key: model for key, model in q.group_models.items() if not bad(f"group_models.{key}", model, GROUP_MODEL)}
     if len(groups) != len(q.group_models):
         changes["group_models"] = groups

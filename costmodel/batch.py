@@ -143,7 +143,8 @@ def _select(x, out, p, k) -> None:
     if out_size is not None:
         out_size[...] = size
     memory[...] = 0.0
-    _rate_times(d, k.C_P, cpu)
+    # with heralds (paper 002 eq. 9) an element costs (1 − skip)·C_P + overhead·C_P/partition
+    _rate_times(d, p["herald_cpu"] if "herald_cpu" in p else k.C_P, cpu)
 
 
 def _window(x, out, p, k, w) -> None:
@@ -374,6 +375,18 @@ def _join(a, b, out, p, k) -> None:
     np.add(ra, rb, out=cpu)
     cpu *= p["per_arrival"]
     cpu += per_pair
+    if "herald_skip" in p:  # paper 002 eq. 9: less (12)'s probes of skipped pairs, plus an overhead per herald
+        _herald_join(a[1], b[1], ra, rb, cpu, p)
+
+
+def _herald_join(la, lb, ra, rb, cpu, p) -> None:
+    """``evaluate``'s ``herald_cpu`` for joins: cpu − skip·r_a·r_b·(l_b·C_P/B_b + l_a·C_P/B_a) (the probes of
+    formula 12 over the inputs' lengths), at least 0, plus (r_a + r_b)·overhead·C_P/partition."""
+    probes = ra * rb * (lb * p["herald_probe_b"] + la * p["herald_probe_a"])
+    probes *= p["herald_skip"]
+    np.subtract(cpu, probes, out=cpu)
+    np.maximum(cpu, 0.0, out=cpu)
+    cpu += (ra + rb) * p["herald_per_tuple"]
 
 
 def _union(rates, l_rates, size_rates, g, first_size, out, k) -> None:
@@ -583,13 +596,19 @@ def _shift(index: slice | np.ndarray, offset: int) -> slice | np.ndarray:
 
 
 _TABLES = {
-    "join": ("sel", "per_arrival", "equal_buckets", "probe_a", "probe_b", "result", "pair", "fed_a", "fed_b"),
-    "select": ("sel",),
+    "join": ("sel", "per_arrival", "equal_buckets", "probe_a", "probe_b", "result", "pair", "fed_a", "fed_b",
+             "herald_skip", "herald_probe_a", "herald_probe_b", "herald_per_tuple"),
+    "select": ("sel", "herald_cpu"),
     "project": ("size",),
     "window": ("c",),
     "aggregate": ("groups", "agg_size", "growth"),
 }
 """Operator → the per-node constants in the columns of a block's table (see ``_Group.table``)."""
+
+
+def _per_tuple(heralds, k) -> float:
+    """A herald's overhead spread over the input tuples of its partition: overhead·C_P/partition (0: no heralds)."""
+    return heralds.overhead * k.C_P / heralds.partition if heralds is not None else 0.0
 
 
 def _join_fed(position: int, ordered: list, ins: list) -> bool:
@@ -628,8 +647,14 @@ def _params(op: str, table: np.ndarray | None, k: _Constants) -> dict:
             params.update(probe_a=column("probe_a"), probe_b=column("probe_b"), result=column("result"))
             if equal.any():
                 params["equal"] = equal
+        if (table[:, _TABLES["join"].index("herald_per_tuple")] != 0.0).any() or \
+                (table[:, _TABLES["join"].index("herald_skip")] != 0.0).any():  # some join of the block has heralds
+            params.update({name: column(name) for name in ("herald_skip", "herald_probe_a", "herald_probe_b",
+                                                           "herald_per_tuple")})
     elif op == "select":
         params = {"sel": column("sel")}
+        if (table[:, 1] != k.C_P).any():  # some select of the block has heralds
+            params["herald_cpu"] = column("herald_cpu")
     elif op == "project":
         params = {"new_size": column("size"), "has_size": table[:, 0:1] != 0.0}  # 0: keep the input's size
     elif op == "window":
@@ -1145,9 +1170,17 @@ class BatchPlan:
                 result,
                 probe_a + result,  # (12) + (13) per pair and unit of l_a + l_b, when a = b
                 *(_column([float(_join_fed(p, ordered, ins)) for p in inputs]) for inputs in zip(*group_inputs)),
+                # heralds (paper 002 eq. 9): the fraction of (12)'s probes skipped, (12) over the inputs' own
+                # bucket counts (a nested join: one a side), the overhead per input tuple; 0 without heralds
+                _column([node.heralds.skip if node.heralds else 0.0 for node in group_nodes]),
+                k.C_P / _column([float(p[0]) for p in pairs]),
+                k.C_P / _column([float(p[1]) for p in pairs]),
+                _column([_per_tuple(node.heralds, k) for node in group_nodes]),
             ]
         elif op == "select":
-            columns = [_column([node.sel for node in group_nodes])]
+            columns = [_column([node.sel for node in group_nodes]),
+                       _column([(1.0 - node.heralds.skip) * k.C_P + _per_tuple(node.heralds, k) if node.heralds else k.C_P
+                                for node in group_nodes])]
         elif op == "project":
             columns = [_column([node.size or 0.0 for node in group_nodes])]  # 0: keep the input's size
         elif op == "window":

@@ -120,7 +120,7 @@ class Controller:
             self.setup = replace(self.setup, plan=replace(self.setup.plan, constants=self.cpu_refit.constants))
         orders, _unreadable = self._read_orders()
         self.model = build_model(self.setup, self.state.selectivities.smoothed, orders_for_model(orders, self.desired),
-                                 self.state.pair_selectivities, self.state.measured)
+                                 self.state.pair_selectivities, self.state.measured, self.state.heralds.smoothed)
 
     def reload(self, config: Config) -> None:
         """Switch to a new, already validated configuration."""

@@ -42,6 +42,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from armd.adapters.alerts import AlertDispatcher, build_hooks
 from armd.adapters.store import SqlStore, StoreError
+from armd.adapters.herald_meter import HeraldMeter, MeteredSource
 from armd.adapters.store.agent_stats import AgentStats
 from armd.adapters.store.lease import Holding
 
@@ -185,6 +186,9 @@ class Service:
             self.source = source = synthetic_source(config, start)
             applier = SimulatedApplier(self.source)
         orders = join_orders(config)
+        # Herald operators of governed queries register here; their skip fractions join each observation.
+        self.heralds = HeraldMeter()
+        source = MeteredSource(source, self.heralds)
         self.controller = Controller(config, self.store, source, applier, self.alerts, self.log, metrics=self.metrics,
                                      join_orders=orders, agents=agent_stats(config, self.store, start,
                                                                             lambda: self.controller and self.controller.fleet))

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from armd.adapters.herald_feed import StoreHeralds
+from armd.adapters.herald_feed import HeraldFeeds, StoreHeralds
 from armd.migrations.heralds import Atom, Attr, SelectReasoner, Verdict
 from armd.migrations.heralds.herald import Herald
 from armd.migrations.heralds.spans import Span, spans
@@ -82,7 +82,7 @@ class HeraldSelect:
     def __init__(
         self,
         predicate: Sequence[Atom],
-        heralds: StoreHeralds,
+        heralds: StoreHeralds | HeraldFeeds,
         sink: Callable[[DataFrame, int], Any],
         *,
         ts: str,

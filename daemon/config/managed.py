@@ -9,6 +9,7 @@ starts on Spark.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Mapping
 
 from armd.costmodel.plan import PlanSet
@@ -100,7 +101,8 @@ def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkC
         if "join_order" in t.raw:
             raise t.error(("join_order",), "a query whose plan cannot be derived runs unmanaged: armd changes no join order")
         return ManagedQueryConfig(**t.read(ManagedQueryConfig, sink=_sink(name, t), nodes={}, params=dict(t.mapping("params")),
-                                           streams=(), sources={}, join_order=None, heralds={}))
+                                           streams=(), sources={}, join_order=None, heralds={},
+                                           herald_sources={}))
     own = plan.query_nodes(name)
     for alias, node in nodes.items():
         if not isinstance(node, str) or node not in own:
@@ -111,7 +113,8 @@ def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkC
         raise t.error(("streams",), f"expected a list of plan stream names ({listing(plan.streams)}), got {show(streams)}")
     return ManagedQueryConfig(**t.read(
         ManagedQueryConfig, sink=_sink(name, t), nodes=dict(nodes), params=dict(t.mapping("params")),
-        streams=tuple(streams), sources=_sources(name, t, plan, spark), heralds=_heralds(name, t, plan), join_order=_join_order(name, t, plan, spark) if "join_order" in t.raw else None,
+        streams=tuple(streams), sources=_sources(name, t, plan, spark), heralds=_heralds(name, t, plan),
+        herald_sources=_herald_sources(name, t, plan), join_order=_join_order(name, t, plan, spark) if "join_order" in t.raw else None,
     ))
 
 
@@ -151,6 +154,26 @@ def _heralds(query: str, managed: Table, plan: PlanSet) -> dict[str, str]:
             raise managed.error(("heralds", stream), "expected the name of the column carrying the stream's heralds "
                                                      f"(an identifier, e.g. \"herald\"), got {show(column)}")
     return dict(raw)
+
+
+def _herald_sources(query: str, managed: Table, plan: PlanSet) -> dict[str, str]:
+    """``[managed.NAME] herald_sources = { STREAM = "DIRECTORY" }``: each stream's side stream of heralds, a
+    directory of JSON-lines files (``adapters/herald_files.py``), made absolute against the configuration's file."""
+    raw = managed.mapping("herald_sources")
+    own = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+    out: dict[str, str] = {}
+    for stream, directory in raw.items():
+        if stream not in own:
+            raise managed.error(("herald_sources", stream), f"not a stream query {query!r} reads; its streams: {listing(own)}")
+        if not (isinstance(directory, str) and directory.strip()):
+            raise managed.error(("herald_sources", stream), "expected the path of a directory of herald files "
+                                                            f"(JSON lines, heralds.md), got {show(directory)}")
+        path = Path(managed.file).parent / directory
+        if not path.is_dir():
+            raise managed.error(("herald_sources", stream), f"{str(path)!r} is not an existing directory; create it "
+                                                            "(the side stream's heralds are files written into it)")
+        out[stream] = str(path.resolve())
+    return out
 
 
 def _sink(query: str, managed: Table) -> SinkConfig:

@@ -207,6 +207,11 @@ class ManagedQueryConfig:
                                          "carries heralds in-stream (a herald on the row it starts at, null elsewhere; "
                                          "heralds.md); the column must be an identifier. Read by the single-process "
                                          "host's HeraldedSelect; Spark queries do not read it yet.")
+    herald_sources: Mapping[str, str] = setting(factory=dict, doc="Per plan stream the query reads, a side stream of its "
+                                                "heralds: a directory of JSON-lines files, one herald a line (ranges, "
+                                                "count or seconds, starts_at; heralds.md), relative to this file; it "
+                                                "must exist. Read like the store's heralds, at the next batch "
+                                                "(``herald_feed.stream_heralds``).")
     join_order: JoinOrderConfig | None = setting(None, doc="For a multi-way join run by JISC (builder "
                                                  "``multiway_join``): how the daemon chooses its join order.")
 

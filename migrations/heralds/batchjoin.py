@@ -441,6 +441,12 @@ class MultiModalBatchJoin(WindowedJoin):
         return entry
 
     @property
+    def skip_counts(self) -> tuple[int, int]:
+        """(probe work skipped by heralds, all probe work) so far, in pairs met: the counts behind
+        ``skip_fraction``, which a meter differences per observation interval (``adapters.herald_meter``)."""
+        return self._work[0], self._work[1]
+
+    @property
     def skip_fraction(self) -> float | None:
         """Measured: the fraction of probe work (pairs of a new tuple and a state tuple met) that heralds skipped,
         the cost model's ``skip`` for a join (``costmodel.heralds.measured_effect``); None before any probe."""

@@ -115,11 +115,17 @@ class MultiModalSelect:
         return Counter({a: self._counts[a.value] for a in Action if self._counts[a.value]})
 
     @property
+    def skip_counts(self) -> tuple[int, int]:
+        """(input tuples not evaluated, all input tuples) so far: the counts behind ``skip_fraction``, which a
+        meter differences per observation interval (``adapters.herald_meter``)."""
+        return self._counts[_SKIP] + self._counts[_PASS], sum(self._counts)
+
+    @property
     def skip_fraction(self) -> float | None:
         """Measured: the fraction of input tuples not evaluated (skipped or passed), the cost model's ``skip``
         for a select (``costmodel.heralds.measured_effect``); None before any tuple."""
-        total = sum(self._counts)
-        return (self._counts[_SKIP] + self._counts[_PASS]) / total if total else None
+        skipped, total = self.skip_counts
+        return skipped / total if total else None
 
     def release(self, pids: Iterable[int]) -> None:
         """Closed partitions leave the control table."""

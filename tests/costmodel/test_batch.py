@@ -170,6 +170,10 @@ def plan_documents(draw, max_depth: int = 4, max_queries: int = 4):
             node["kind"] = draw(st.sampled_from(["hash", "nested"]))
             if draw(st.booleans()):
                 node["buckets"] = draw(st.one_of(st.integers(1, 256), st.lists(st.integers(1, 256), min_size=2, max_size=2)))
+        if op in ("select", "join") and draw(st.integers(0, 2)) == 0:  # paper 002 eq. 9's terms
+            node["heralds"] = {"skip": draw(st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, 1.0]))),
+                               "partition": draw(st.sampled_from([1, 50, 1000.5])),
+                               "overhead": draw(st.sampled_from([0, 2.5, 150]))}
         if op == "granularity":
             finer = draw(st.sampled_from([mm for mm in MULTIPLES if m % mm == 0]))  # == m: the identity
             node["g"] = base * m

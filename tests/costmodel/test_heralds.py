@@ -101,3 +101,26 @@ def test_measured_skip_fractions_from_running_operators_reach_the_estimate() -> 
     assert after.nodes["q"].out == before.nodes["q"].out
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
         measured_effect(None, 1.5)
+
+
+def test_the_policys_batch_estimate_falls_with_the_skip_fraction_as_the_scalar_one_does() -> None:
+    """The policies price plans with ``BatchPlan``: its CPU must carry equation 9's terms like the scalar evaluator."""
+    from armd.costmodel.batch import BatchPlan
+    from armd.costmodel.heralds import HeraldEffect, apply_herald_measures
+
+    declared = plan({"skip": 0.0, "partition": 50, "overhead": 5}, {"skip": 0.0, "partition": 50, "overhead": 5})
+    cpus, memories = [], []
+    for skip in (0.0, 0.25, 0.5, 0.75, 1.0):
+        measured = apply_herald_measures(declared, {n: HeraldEffect(skip, 50, 5) for n in ("s", "q")})
+        for profile in ("paper", "spark"):
+            result = BatchPlan.compile(measured, profile).evaluate()
+            scalar = estimate(measured, profile)
+            assert float(result.total_cpu) == pytest.approx(scalar.total.cpu, rel=1e-9)
+            assert float(result.total_memory) == pytest.approx(scalar.total.memory, rel=1e-9)
+            if profile == "paper":
+                cpus.append(float(result.total_cpu))
+                memories.append(float(result.total_memory))
+    assert all(a > b for a, b in zip(cpus, cpus[1:]))  # strictly less CPU the more is skipped
+    assert len(set(memories)) == 1  # the optimisations are exact: same output, same state
+    plain = BatchPlan.compile(plan()).evaluate()
+    assert cpus[0] > float(plain.total_cpu) > cpus[-1]  # skipping nothing costs the overhead; everything saves

@@ -421,3 +421,10 @@ def test_a_herald_column_is_declared_per_stream_of_a_managed_query(tmp_path):
     text = MINIMAL + SPARK + f"builder = '{COUNT}'\nheralds = {{ clicks = 'herald' }}\n"
     config = load_config(write(tmp_path, text), environ={})
     assert config.managed["per_second"].heralds == {"clicks": "herald"}
+
+
+def test_a_herald_side_stream_is_a_directory_relative_to_the_configuration(tmp_path):
+    (tmp_path / "heralds" / "clicks").mkdir(parents=True)
+    text = MINIMAL + SPARK + f"builder = '{COUNT}'\nherald_sources = {{ clicks = 'heralds/clicks' }}\n"
+    config = load_config(write(tmp_path, text), environ={})
+    assert config.managed["per_second"].herald_sources == {"clicks": str((tmp_path / "heralds" / "clicks").resolve())}

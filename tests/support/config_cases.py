@@ -106,6 +106,12 @@ MISTAKES = [
      "managed.per_second.heralds.clicks", "expected the name of the column carrying the stream's heralds (an identifier"),
     ("herald columns not a table", SPARK + f"builder = '{COUNT}'\nheralds = 'herald'",
      "managed.per_second.heralds", "expected a table"),
+    ("herald side stream of another stream", SPARK + f"builder = '{COUNT}'\nherald_sources = {{ views = '.' }}",
+     "managed.per_second.herald_sources.views", "its streams: clicks"),
+    ("herald side stream not a directory", SPARK + f"builder = '{COUNT}'\nherald_sources = {{ clicks = 'no/such/dir' }}",
+     "managed.per_second.herald_sources.clicks", "is not an existing directory; create it"),
+    ("herald side stream not a path", SPARK + f"builder = '{COUNT}'\nherald_sources = {{ clicks = 3 }}",
+     "managed.per_second.herald_sources.clicks", "expected the path of a directory of herald files"),
     (
         "steps not ascending",
         "[source.streams.clicks]\nsteps = [ { at_seconds = 5, rate_per_second = 1 }, { at_seconds = 2, rate_per_second = 1 } ]",
