@@ -210,8 +210,9 @@ class ManagedQueryConfig:
     herald_sources: Mapping[str, str] = setting(factory=dict, doc="Per plan stream the query reads, a side stream of its "
                                                 "heralds: a directory of JSON-lines files, one herald a line (ranges, "
                                                 "count or seconds, starts_at; heralds.md), relative to this file; it "
-                                                "must exist. Read like the store's heralds, at the next batch "
-                                                "(``herald_feed.stream_heralds``).")
+                                                "must exist. Read like the store's heralds, at the next batch, by "
+                                                "the herald selects ``herald_feed.stream_heralds`` feeds; the Spark "
+                                                "builders do not build one from the configuration yet (heralds.md).")
     join_order: JoinOrderConfig | None = setting(None, doc="For a multi-way join run by JISC (builder "
                                                  "``multiway_join``): how the daemon chooses its join order.")
 
