@@ -45,7 +45,8 @@ from armd.policies.trajectory import predict
 from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, decision_due
 
 from . import feedback
-from .forecasting import forecast_d
+from .forecasting import forecast_d, rising_streams
+from .ramp import staged_cuts
 from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluated_shares, fractions_of, key_match,
                     longest_window, same_settings, settings_of)
@@ -414,6 +415,10 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
         # nor while a filling query's ratio is seconds away: ``feedback.waiting``).
         trigger = "the estimate of the settings in force exceeds the bounds"
     trigger = trigger or feedback.trigger(state.feedback)
+    rising = rising_streams(setup, state.history)
+    if trigger is None and rising and not pending:
+        # A ramp: decide while it lasts (``control.ramp`` stages the cuts; a decision that changes nothing is free).
+        trigger = "rate rising: " + ", ".join(f"{s} ({t.slope:+.2f}/s², p={t.p:.1e})" for s, t in sorted(rising.items()))
     done = Tick(state, model, tuple(admissions), removed, tuple(failures))
     if trigger is None:
         if state.last_decision_at is not None and now - state.last_decision_at < setup.decide_period:
@@ -553,6 +558,11 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         fitted, again = price(setup, problem, fitted, running, snapshot.running, stream_d)
         priced = {**priced, **again}
     guarded = fitted
+    ramp_stage = None
+    if live and running is not None:
+        rising = frozenset(rising_streams(setup, state.history))
+        guarded, ramp_stage = staged_cuts(problem, bounds, guarded, running, stream_d, _lag(setup, problem), now, rising,
+                                          _draining(setup, problem, snapshot, now))
     duration_ms = (timer() - started) * 1e3
 
     proposed = settings_of(problem, decision.fw, decision.fg, decision.fd)
@@ -579,7 +589,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         feedback={"enabled": setup.feedback.enabled, "factors": feedback.as_json(problem),
                   "measured_memory_bytes": state.feedback.measured_total, "held_bytes": held})
     record = replace(record, outputs={**record.outputs, "migration_cost": json_safe({q: p.as_json() for q, p in priced.items()}),
-                                      "forecast": json_safe(forecasts), "measured_inputs": state.measured.as_json()})
+                                      "forecast": json_safe({**forecasts, **({"ramp_stage": ramp_stage} if ramp_stage else {})}), "measured_inputs": state.measured.as_json()})
     estimates = [EstimateRow(q, memory[q], float(guarded.outcome.query_cpu[i])) for i, q in enumerate(problem.queries)]
     estimates.append(EstimateRow(None, float(guarded.outcome.total_memory), float(guarded.outcome.total_cpu)))
     orders = orders_for_model(snapshot.orders, snapshot.desired)
@@ -610,6 +620,17 @@ def _lag(setup: Setup, problem: Problem) -> np.ndarray | None:
         return None
     timings = setup.migration.timings
     return np.array([sum(timings.get(q, (0.0, 0.0))) / setup.time_unit_seconds for q in problem.queries])
+
+
+def _draining(setup: Setup, problem: Problem, snapshot: Snapshot, now: float) -> np.ndarray:
+    """Per query, True while its last change may still hold two plans (less than its window in force + lag ago)."""
+    lag = _lag(setup, problem)
+    out = np.zeros(len(problem.queries), dtype=bool)
+    for i, q in enumerate(problem.queries):
+        settings, at = snapshot.running.get(q), snapshot.changed_at.get(q)
+        if settings is not None and at is not None and math.isfinite(at):
+            out[i] = now - at < longest_window(setup.plan, q, settings) + (0.0 if lag is None else lag[i])
+    return out
 
 
 def _running(problem: Problem, snapshot: Snapshot) -> Running | None:

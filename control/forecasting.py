@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from armd.policies.forecast import RateHistory, forecast
+from armd.policies.ramp import Trend, rising
 
 from .model import Model, Setup, longest_window
 from .ports import QuerySettings
@@ -46,3 +47,11 @@ def forecast_d(setup: Setup, model: Model, history: RateHistory, running: Mappin
             used[i] = 1.0 / (ahead.rate * unit)
         streams[stream] = {"measured_rate": measured, "forecast_rate": ahead.rate, "method": ahead.method, "used": rises}
     return used, {"horizon_seconds": horizon, "streams": streams}
+
+
+def rising_streams(setup: Setup, history: RateHistory) -> dict[str, Trend]:
+    """The streams whose rate rises significantly (``policies.ramp``); none while forecasting is off."""
+    rules = setup.forecast
+    if not rules.enabled:
+        return {}
+    return rising(history.points, rules.trend_seconds, rules.trend_significance, setup.observe_seconds)

@@ -38,6 +38,10 @@ class ForecastRules:
     """Observations the model is fitted on (the most recent ones)."""
     min_history: int = 10
     """Fewer observations than this: the forecast is the last value."""
+    trend_seconds: float = 20.0
+    """The window of the trend test (``policies.ramp``) that tells a ramp early and stages its cuts."""
+    trend_significance: float = 1e-4
+    """One-sided p-value under which a rise is a ramp (per observation; on the plant no steady stream reached 4e-3 in 600 s)."""
 
     def __post_init__(self) -> None:
         if self.horizon_seconds is not None and not (math.isfinite(self.horizon_seconds) and self.horizon_seconds >= 0):

@@ -1,0 +1,94 @@
+"""Cuts through a ramp, staged so that no migration's transient breaks the bound (issue 21, item 3).
+
+Why: under GenMig a cut holds the old plan's whole state beside the new
+plan until the old one drains (new window + watermark delay + trigger on the
+plant), so the quantity to keep under the bound is the peak of the
+migration trajectory (``policies.trajectory.predict`` with ``lag``), not
+the settled state. During a ramp the query reading the rising stream holds
+its old window of a rate that keeps rising until the drain: cutting it
+first, while the others keep all their state, puts old + new of the largest
+query on top of everything else (the plant's ramp ×4: 1.85× the usable
+bound). Queries whose inputs do not rise hold a state that does not grow,
+and cut to their minimum they drain within their minimum window + lag. So,
+when a stream's rate rises significantly (``policies.ramp``) and the
+decision's predicted trajectory, at the forecast rates, breaks the usable
+bound:
+
+1. the growths of the decision wait, and if the path still breaks the
+   bound, the queries that read no rising stream are cut to their minimum
+   window (a cut they would need anyway as the rate goes on rising), and the
+   cuts of the queries reading a rising stream wait;
+2. once those cuts have drained, the queries reading a rising stream are cut
+   to the deepest setting of the decision whose trajectory peak fits, or to
+   their minimum when none does (the rate at the drain is the forecast's).
+
+Pure: the fractions, the lags and the times come in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from armd.policies.guardrails import Guarded, Running
+from armd.policies.problem import Bounds, Problem
+from armd.policies.trajectory import predict
+
+
+def peak(problem: Problem, bounds: Bounds, running: Running, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray,
+         lag: np.ndarray, now: float, fd: np.ndarray | None) -> float:
+    """The highest memory on the live-migration path from the settings in force to (fw, fg), at ``stream_d``."""
+    old = problem.evaluate(running.fw, running.fg, stream_d, fd=running.fd)
+    new = problem.evaluate(fw, fg, stream_d, fd=fd)
+    path = predict(problem, bounds, now, (*problem.values(running.fw, running.fg), old), (*problem.values(fw, fg), new), lag)
+    return float(path.memory.max())
+
+
+def staged_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
+                lag: np.ndarray | None, now: float, rising: frozenset[str], draining: np.ndarray) -> tuple[Guarded, str | None]:
+    """The decision staged for a ramp (see the module docstring), and which stage it is in (None: left as it was).
+
+    ``draining``: per query, True while an earlier change of it may still hold two plans (its old plan not drained).
+    """
+    if running is None or lag is None or not rising:
+        return guarded, None
+    readers = _readers(problem, rising)
+    if not readers.any():
+        return guarded, None
+    usable = bounds.usable_memory
+    if peak(problem, bounds, running, guarded.fw, guarded.fg, stream_d, lag, now, guarded.fd) <= usable:
+        return guarded, None  # its whole path fits at the forecast rates, growths included
+    fw, fg = guarded.fw.copy(), guarded.fg.copy()
+    growth = (fw > running.fw) | (fg > running.fg)
+    fw[growth], fg[growth] = running.fw[growth], running.fg[growth]
+    if peak(problem, bounds, running, fw, fg, stream_d, lag, now, guarded.fd) <= usable:
+        stage = "growths held" if growth.any() else None
+        return _with(problem, guarded, fw, fg, stream_d), stage
+    others = ~readers
+    if (running.fw[others] > 0).any() or (running.fg[others] > 0).any():
+        fw[others], fg[others] = 0.0, 0.0
+        fw[readers], fg[readers] = running.fw[readers], running.fg[readers]
+        return _with(problem, guarded, fw, fg, stream_d), "others to their minimum"
+    if draining[others].any():
+        fw[readers], fg[readers] = running.fw[readers], running.fg[readers]
+        return _with(problem, guarded, fw, fg, stream_d), "waiting for the others to drain"
+    target_w, target_g = fw[readers].copy(), fg[readers].copy()
+    for share in np.linspace(1.0, 0.0, 17)[1:]:  # deeper than the decision, towards the minimum
+        fw[readers], fg[readers] = target_w * share, target_g * share
+        if peak(problem, bounds, running, fw, fg, stream_d, lag, now, guarded.fd) <= usable:
+            break
+    return _with(problem, guarded, fw, fg, stream_d), "rising queries cut"
+
+
+def _readers(problem: Problem, streams: frozenset[str]) -> np.ndarray:
+    """Per query, True when it reads any of ``streams`` (from the plan: a corrected or sliced problem keeps no index)."""
+    plan = problem.plan
+    return np.array([any(plan.nodes[n].op == "source" and plan.nodes[n].stream in streams for n in plan.query_nodes(q))
+                     for q in problem.queries], dtype=bool)
+
+
+def _with(problem: Problem, guarded: Guarded, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray) -> Guarded:
+    if np.array_equal(fw, guarded.fw) and np.array_equal(fg, guarded.fg):
+        return guarded
+    return replace(guarded, fw=fw, fg=fg, outcome=problem.evaluate(fw, fg, stream_d, fd=guarded.fd))

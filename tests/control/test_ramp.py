@@ -1,0 +1,54 @@
+"""Cuts through a ramp are staged: the queries whose input does not rise go to their minimum first, the rising query's
+cut waits for them to drain, then goes as deep as its migration's peak needs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from armd.control.ramp import peak, staged_cuts
+from armd.costmodel.plan import parse_plan
+from armd.policies.guardrails import Guardrails, Running, guard
+from armd.policies.problem import Bounds, Problem
+from armd.policies.qos import QueryQoS
+
+
+def problem() -> Problem:
+    def query(stream: str) -> dict:
+        return {"op": "aggregate", "size": 64, "inputs": [{"op": "window", "w": 30_000, "inputs": [{"op": "source", "stream": stream}]}]}
+    doc = {"streams": {"up": {"d": 20, "size": 64}, "flat": {"d": 50, "size": 64}},
+           "queries": {"rising": query("up"), "other": query("flat")}}
+    return Problem(parse_plan(doc), {q: QueryQoS(window=(5_000, 30_000)) for q in ("rising", "other")})
+
+
+def test_a_ramp_cuts_the_others_first_then_the_rising_query_as_deep_as_its_peak_needs():
+    p = problem()
+    d = np.array([10.0, 50.0])  # "up" at twice its planned rate (the forecast), "flat" as planned
+    lag = np.full(2, 3_000.0)
+    at_max = Running(np.ones(2), np.zeros(2), np.full(2, np.nan))
+    steady = p.evaluate(np.ones(2), np.zeros(2), d)
+    bounds = Bounds(memory=float(steady.total_memory) * 1.02 / 0.9, cpu=1e12)  # the maximum just fits at the forecast
+    cut = guard(p, bounds, np.array([0.6, 1.0]), np.zeros(2), at_max, Guardrails(), now=100_000)
+    assert peak(p, bounds, at_max, cut.fw, cut.fg, d, lag, 100_000, None) > bounds.usable_memory  # old + new of the cut
+    rising = frozenset({"up"})
+    first, stage = staged_cuts(p, bounds, cut, at_max, d, lag, 100_000, rising, np.zeros(2, dtype=bool))
+    assert stage == "others to their minimum" and first.fw.tolist() == [1.0, 0.0]
+
+    others_cut = Running(np.array([1.0, 0.0]), np.zeros(2), np.array([np.nan, 100_000.0]))
+    waiting, stage = staged_cuts(p, bounds, cut, others_cut, d, lag, 104_000, rising, np.array([False, True]))
+    assert stage == "waiting for the others to drain" and waiting.fw.tolist() == [1.0, 0.0]
+    done, stage = staged_cuts(p, bounds, cut, others_cut, d, lag, 110_000, rising, np.zeros(2, dtype=bool))
+    assert stage == "rising queries cut" and done.fw[1] == 0.0 and 0.0 <= done.fw[0] < 0.6
+    fits = peak(p, bounds, others_cut, done.fw, done.fg, d, lag, 110_000, None) <= bounds.usable_memory
+    assert fits or done.fw[0] == 0.0  # the deepest setting of the decision that fits, else the minimum
+
+
+def test_nothing_changes_without_a_rising_stream_or_when_the_path_fits():
+    p = problem()
+    d = np.array([20.0, 50.0])
+    at_max = Running(np.ones(2), np.zeros(2), np.full(2, np.nan))
+    roomy = Bounds(memory=1e12, cpu=1e12)
+    cut = guard(p, roomy, np.array([0.6, 1.0]), np.zeros(2), at_max, Guardrails(), now=100_000)
+    lag = np.full(2, 3_000.0)
+    assert staged_cuts(p, roomy, cut, at_max, d, lag, 100_000, frozenset(), np.zeros(2, dtype=bool)) == (cut, None)
+    assert staged_cuts(p, roomy, cut, at_max, d, lag, 100_000, frozenset({"up"}), np.zeros(2, dtype=bool)) == (cut, None)
+    assert staged_cuts(p, roomy, cut, at_max, d, None, 100_000, frozenset({"up"}), np.zeros(2, dtype=bool)) == (cut, None)
