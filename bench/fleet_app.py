@@ -99,12 +99,44 @@ def read_to_end(listener: Any, names: list[str], end: float, timeout: float) -> 
         time.sleep(0.5)
 
 
-def throughput(listener: Any, names: list[str]) -> dict[str, dict[str, float]]:
+def throughput(listener: Any, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Per query: input rows and batch seconds, of every batch and of the steady batches (each run's first left out).
+
+    A run's first batch carries the executor's and the Python workers' start-up (40-70 s at load 15 here, against
+    2-5 s for a later batch): it is start-up, not throughput, and it varies more between two runs of the same code
+    than the whole effect measured. ``phase_seconds`` sums Spark's ``durationMs`` per phase.
+    """
     out = {}
     for name in names:
         records = [r for r in listener.records(name) if r.input_rows > 0]
-        out[name] = {"rows": sum(r.input_rows for r in records), "batch_seconds": sum(r.batch_ms for r in records) / 1000}
+        firsts = {}
+        for r in records:
+            firsts.setdefault(r.run_id, r.seq)
+        steady = [r for r in records if r.seq != firsts[r.run_id]]
+        phases: dict[str, float] = {}
+        for r in records:
+            for phase, ms in r.durations_ms.items():
+                phases[phase] = phases.get(phase, 0.0) + ms / 1000
+        out[name] = {"rows": sum(r.input_rows for r in records), "batch_seconds": sum(r.batch_ms for r in records) / 1000,
+                     "steady_rows": sum(r.input_rows for r in steady),
+                     "steady_batch_seconds": sum(r.batch_ms for r in steady) / 1000,
+                     "batches": [[r.batch_id, r.input_rows, r.batch_ms] for r in records],
+                     "phase_seconds": {k: round(v, 3) for k, v in sorted(phases.items())}}
     return out
+
+
+def barrier(where: str | None, app: str, timeout: float = 600.0) -> None:
+    """Say ``app`` is ready to start its queries (``WHERE/APP.ready``), then wait for ``WHERE/go``.
+
+    The overhead pairs start both applications' streams at the same moment, so that their batches run side by side
+    under the same load of the machine (drivers start up 20-40 s apart otherwise).
+    """
+    if where is None:
+        return
+    Path(where, f"{app}.ready").touch()
+    deadline = time.monotonic() + timeout
+    while not Path(where, "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -115,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("end", type=float)
     parser.add_argument("--plain", action="store_true")
     parser.add_argument("--mode", default="apply")
+    parser.add_argument("--no-instrument", action="store_true", help="the agent without armd's probes in the plans")
+    parser.add_argument("--barrier", metavar="DIR", help="start the queries only once DIR/go exists (see barrier)")
     parser.add_argument("--suffix", default="", help="added to every query name (a second run beside the first)")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
@@ -131,7 +165,8 @@ def main(argv: list[str] | None = None) -> None:
     from armd.agent import Agent
 
     agent = Agent(spark, store=args.store, app=args.app, mode=args.mode, checkpoint_root=str(shared / "checkpoints" / args.app),
-                  poll_seconds=1.0)
+                  poll_seconds=1.0, instrument=not args.no_instrument)
+    barrier(args.barrier, args.app)
     for name in names:
         spec = QUERIES[base_name(name)]
         agent.query(name, windows=spec["windows"], slides=spec["slides"], streams=spec["streams"],
@@ -159,6 +194,7 @@ def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) 
     from armd.agent.settings import Range, Settings
 
     listener = ProgressListener().attach(spark)
+    barrier(args.barrier, args.app)
     queries = []
     for name in names:
         spec = QUERIES[base_name(name)]
