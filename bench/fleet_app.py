@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import threading
 import time
 from datetime import datetime
@@ -125,18 +126,49 @@ def throughput(listener: Any, names: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def barrier(where: str | None, app: str, timeout: float = 600.0) -> None:
-    """Say ``app`` is ready to start its queries (``WHERE/APP.ready``), then wait for ``WHERE/go``.
+def barrier(spark: Any, where: str | None, app: str, timeout: float = 600.0) -> None:
+    """Warm up, say ``app`` is ready to start its queries (``WHERE/APP.ready``), then wait for ``WHERE/go``.
 
     The overhead pairs start both applications' streams at the same moment, so that their batches run side by side
-    under the same load of the machine (drivers start up 20-40 s apart otherwise).
+    under the same load of the machine (drivers start up 20-40 s apart otherwise, and a first batch that also
+    launches the executor and its Python workers takes 40-70 s, against 2-5 s for the others).
     """
     if where is None:
         return
+    warm_up(spark)
     Path(where, f"{app}.ready").touch()
     deadline = time.monotonic() + timeout
     while not Path(where, "go").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+def cpu_seconds(spark: Any) -> dict[str, float]:
+    """CPU seconds the application used: its executors' tasks (Spark's ``executorCpuTime`` over every stage), its
+    driver JVM and its driver Python process. Less sensitive to the machine's load than batch time, so the pairs
+    can say where a difference comes from."""
+    import resource
+
+    sc = spark.sparkContext
+    jvm_ = sc._jvm
+    try:  # Spark's status store (what the UI shows, kept with the UI off too): every stage's executorCpuTime
+        stages = sc._jsc.sc().statusStore().stageList(jvm_.java.util.ArrayList(), False, False,
+                                                      sc._gateway.new_array(jvm_.double, 0), jvm_.java.util.ArrayList())
+        executor = sum(int(stages.apply(i).executorCpuTime()) for i in range(stages.size())) / 1e9
+    except Exception:  # noqa: BLE001 - a figure for the record only
+        executor = float("nan")
+    pid = int(sc._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid())
+    try:  # utime and stime of the driver JVM, in clock ticks (proc(5))
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        jvm = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        jvm = float("nan")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"executors": round(executor, 3), "driver_jvm": round(jvm, 3), "driver_python": round(usage.ru_utime + usage.ru_stime, 3)}
+
+
+def warm_up(spark: Any) -> None:
+    """Bring up the application's executor and a Python worker on it: the same small job on both sides of a pair."""
+    spark.sparkContext.parallelize(range(4), 1).map(lambda x: x + 1).sum()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -166,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
 
     agent = Agent(spark, store=args.store, app=args.app, mode=args.mode, checkpoint_root=str(shared / "checkpoints" / args.app),
                   poll_seconds=1.0, instrument=not args.no_instrument)
-    barrier(args.barrier, args.app)
+    barrier(spark, args.barrier, args.app)
     for name in names:
         spec = QUERIES[base_name(name)]
         agent.query(name, windows=spec["windows"], slides=spec["slides"], streams=spec["streams"],
@@ -182,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
             query.processAllAvailable()
     report = {"app": args.app, "throughput": throughput(agent.listener, names),
               "final_plans": {name: agent.manager.get(name).params.as_json() for name in names},
-              "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds}
+              "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds, "cpu_seconds": cpu_seconds(spark)}
     agent.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))
 
@@ -194,7 +226,7 @@ def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) 
     from armd.agent.settings import Range, Settings
 
     listener = ProgressListener().attach(spark)
-    barrier(args.barrier, args.app)
+    barrier(spark, args.barrier, args.app)
     queries = []
     for name in names:
         spec = QUERIES[base_name(name)]
@@ -209,7 +241,7 @@ def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) 
     read_to_end(listener, names, args.end, args.timeout)
     for query in queries:
         query.processAllAvailable()
-    report = {"app": args.app, "throughput": throughput(listener, names)}
+    report = {"app": args.app, "throughput": throughput(listener, names), "cpu_seconds": cpu_seconds(spark)}
     for query in queries:
         query.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))
