@@ -118,7 +118,7 @@ class Agent:
                  time_unit_seconds: float = 0.001, plan: str | Path | None = None,
                  migration_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
                  listener: ProgressListener | None = None, log: Any = None, on_reject: str = "start",
-                 clock: Callable[[], datetime] = utc_now) -> None:
+                 instrument: bool = True, clock: Callable[[], datetime] = utc_now) -> None:
         if mode not in MODES:
             raise AgentError(f"Agent(mode={mode!r}): mode must be one of {', '.join(MODES)}")
         if not app or not isinstance(app, str):
@@ -126,6 +126,9 @@ class Agent:
         if not poll_seconds > 0:
             raise AgentError(f"Agent(poll_seconds={poll_seconds!r}): must be > 0")
         self.spark, self.app, self.mode, self.clock = spark, app, mode, clock
+        self.instrument = bool(instrument)
+        """armd's probes in each query's plan (``adapters/spark/instrument.py``); False: none (no selectivities or group
+        counts measured: the plan's own figures stand)."""
         self.on_reject = check_on_reject(on_reject, f"Agent(app={app!r})")
         self.time_unit_seconds, self.poll_seconds = float(time_unit_seconds), float(poll_seconds)
         self.plan_file = Path(plan) if plan is not None else None
@@ -227,7 +230,7 @@ class Agent:
         params = params.with_settings(settings, self.time_unit_seconds)
         self.manager.register(ManagedSpec(name, builder, UserSink(writer.function), params,
                                           output_mode=writer.output_mode or "append", trigger=writer.trigger_args,
-                                          streams=declared.streams))
+                                          streams=declared.streams, instrument=self.instrument))
         self.started[name] = declared
         self.stats.queries = set(self.started)  # type: ignore[assignment]
         if declared.streams:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import threading
 import time
 from datetime import datetime
@@ -99,12 +100,75 @@ def read_to_end(listener: Any, names: list[str], end: float, timeout: float) -> 
         time.sleep(0.5)
 
 
-def throughput(listener: Any, names: list[str]) -> dict[str, dict[str, float]]:
+def throughput(listener: Any, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Per query: input rows and batch seconds, of every batch and of the steady batches (each run's first left out).
+
+    A run's first batch carries the executor's and the Python workers' start-up (40-70 s at load 15 here, against
+    2-5 s for a later batch): it is start-up, not throughput, and it varies more between two runs of the same code
+    than the whole effect measured. ``phase_seconds`` sums Spark's ``durationMs`` per phase.
+    """
     out = {}
     for name in names:
         records = [r for r in listener.records(name) if r.input_rows > 0]
-        out[name] = {"rows": sum(r.input_rows for r in records), "batch_seconds": sum(r.batch_ms for r in records) / 1000}
+        firsts = {}
+        for r in records:
+            firsts.setdefault(r.run_id, r.seq)
+        steady = [r for r in records if r.seq != firsts[r.run_id]]
+        phases: dict[str, float] = {}
+        for r in records:
+            for phase, ms in r.durations_ms.items():
+                phases[phase] = phases.get(phase, 0.0) + ms / 1000
+        out[name] = {"rows": sum(r.input_rows for r in records), "batch_seconds": sum(r.batch_ms for r in records) / 1000,
+                     "steady_rows": sum(r.input_rows for r in steady),
+                     "steady_batch_seconds": sum(r.batch_ms for r in steady) / 1000,
+                     "batches": [[r.batch_id, r.input_rows, r.batch_ms] for r in records],
+                     "phase_seconds": {k: round(v, 3) for k, v in sorted(phases.items())}}
     return out
+
+
+def barrier(spark: Any, where: str | None, app: str, timeout: float = 600.0) -> None:
+    """Warm up, say ``app`` is ready to start its queries (``WHERE/APP.ready``), then wait for ``WHERE/go``.
+
+    The overhead pairs start both applications' streams at the same moment, so that their batches run side by side
+    under the same load of the machine (drivers start up 20-40 s apart otherwise, and a first batch that also
+    launches the executor and its Python workers takes 40-70 s, against 2-5 s for the others).
+    """
+    if where is None:
+        return
+    warm_up(spark)
+    Path(where, f"{app}.ready").touch()
+    deadline = time.monotonic() + timeout
+    while not Path(where, "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def cpu_seconds(spark: Any) -> dict[str, float]:
+    """CPU seconds the application used: its executors' tasks (Spark's ``executorCpuTime`` over every stage), its
+    driver JVM and its driver Python process. Less sensitive to the machine's load than batch time, so the pairs
+    can say where a difference comes from."""
+    import resource
+
+    sc = spark.sparkContext
+    jvm_ = sc._jvm
+    try:  # Spark's status store (what the UI shows, kept with the UI off too): every stage's executorCpuTime
+        stages = sc._jsc.sc().statusStore().stageList(jvm_.java.util.ArrayList(), False, False,
+                                                      sc._gateway.new_array(jvm_.double, 0), jvm_.java.util.ArrayList())
+        executor = sum(int(stages.apply(i).executorCpuTime()) for i in range(stages.size())) / 1e9
+    except Exception:  # noqa: BLE001 - a figure for the record only
+        executor = float("nan")
+    pid = int(sc._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid())
+    try:  # utime and stime of the driver JVM, in clock ticks (proc(5))
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        jvm = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        jvm = float("nan")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"executors": round(executor, 3), "driver_jvm": round(jvm, 3), "driver_python": round(usage.ru_utime + usage.ru_stime, 3)}
+
+
+def warm_up(spark: Any) -> None:
+    """Bring up the application's executor and a Python worker on it: the same small job on both sides of a pair."""
+    spark.sparkContext.parallelize(range(4), 1).map(lambda x: x + 1).sum()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -115,6 +179,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("end", type=float)
     parser.add_argument("--plain", action="store_true")
     parser.add_argument("--mode", default="apply")
+    parser.add_argument("--no-instrument", action="store_true", help="the agent without armd's probes in the plans")
+    parser.add_argument("--barrier", metavar="DIR", help="start the queries only once DIR/go exists (see barrier)")
     parser.add_argument("--suffix", default="", help="added to every query name (a second run beside the first)")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
@@ -131,7 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     from armd.agent import Agent
 
     agent = Agent(spark, store=args.store, app=args.app, mode=args.mode, checkpoint_root=str(shared / "checkpoints" / args.app),
-                  poll_seconds=1.0)
+                  poll_seconds=1.0, instrument=not args.no_instrument)
+    barrier(spark, args.barrier, args.app)
     for name in names:
         spec = QUERIES[base_name(name)]
         agent.query(name, windows=spec["windows"], slides=spec["slides"], streams=spec["streams"],
@@ -147,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
             query.processAllAvailable()
     report = {"app": args.app, "throughput": throughput(agent.listener, names),
               "final_plans": {name: agent.manager.get(name).params.as_json() for name in names},
-              "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds}
+              "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds, "cpu_seconds": cpu_seconds(spark)}
     agent.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))
 
@@ -159,6 +226,7 @@ def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) 
     from armd.agent.settings import Range, Settings
 
     listener = ProgressListener().attach(spark)
+    barrier(spark, args.barrier, args.app)
     queries = []
     for name in names:
         spec = QUERIES[base_name(name)]
@@ -173,7 +241,7 @@ def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) 
     read_to_end(listener, names, args.end, args.timeout)
     for query in queries:
         query.processAllAvailable()
-    report = {"app": args.app, "throughput": throughput(listener, names)}
+    report = {"app": args.app, "throughput": throughput(listener, names), "cpu_seconds": cpu_seconds(spark)}
     for query in queries:
         query.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))

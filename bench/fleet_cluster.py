@@ -367,36 +367,73 @@ def agent_overhead(master: str, url: str, shared: Path, pairs: int = OVERHEAD_PA
 
     Each pair runs ``ads`` twice side by side on the same cluster over the same replayed input (all of it there:
     read at full speed), once with the agent and once plain; which of the two is submitted first alternates from
-    pair to pair. The figure is the median of the pairs' overheads; the spread (max − min, in points) and every
-    pair's figure go beside it, and the agent's own thread's CPU seconds per pair (``agent/loop.py``) say how much
-    of the driver the agent itself took.
+    pair to pair, and both start their streams at the same moment (``fleet_app.barrier``: their drivers start up
+    20-40 s apart), so that their batches meet the same load of the machine. The figure counts each run's steady
+    batches (its first one, which carries the executor's start-up, left out: ``fleet_app.throughput``), the same
+    batches of the same input on both sides; ``agent_overhead_with_first_batch_pct`` counts every batch. The figure
+    is the median of the pairs' overheads; the spread (max − min, in points) and every pair's figure go beside it,
+    and the agent's own thread's CPU seconds per pair (``agent/loop.py``) say how much of the driver the agent
+    itself took.
     """
-    figures, agent_cpu = [], []
+    figures, with_first, agent_cpu, cpu_pairs = [], [], [], []
     for pair in range(pairs):
         where = shared / "overhead" / f"pair{pair}"
         where.mkdir(parents=True, exist_ok=True)
         (where / "sources.json").write_text(json.dumps(sources(time.time() - END - 10)))
         agent_app = f"ads_recommend{pair}"  # a name of its own in the store for each pair's agent application
+        gate = where / "barrier"
+        gate.mkdir(exist_ok=True)
         names = {agent_app: ["ads", agent_app, url, str(where), "0", repr(END), "--mode", "recommend",
-                             "--suffix", f"_recommend{pair}"],
-                 "ads_plain": ["ads", "ads_plain", url, str(where), "0", repr(END), "--plain"]}
+                             "--suffix", f"_recommend{pair}", "--barrier", str(gate)],
+                 "ads_plain": ["ads", "ads_plain", url, str(where), "0", repr(END), "--plain", "--barrier", str(gate)]}
         order = list(names) if pair % 2 == 0 else list(reversed(names))
         logs = {name: where / f"{name}.log" for name in names}
         procs = {}
         for name in order:
             procs[name] = submit(master, names[name], logs[name])
+        open_barrier(gate, procs, 600)
         wait_all(procs, logs, 900)
-        speed = {}
+        speed, speed_all, cpu = {}, {}, {}
         for name in names:
             report = json.loads((where / f"{name}.json").read_text())
-            rows = sum(q["rows"] for q in report["throughput"].values())
-            speed[name] = rows / max(1e-9, sum(q["batch_seconds"] for q in report["throughput"].values()))
+            cpu[name] = report.get("cpu_seconds") or {}
+            queries = report["throughput"].values()
+            speed[name] = sum(q["steady_rows"] for q in queries) / max(1e-9, sum(q["steady_batch_seconds"] for q in queries))
+            speed_all[name] = sum(q["rows"] for q in queries) / max(1e-9, sum(q["batch_seconds"] for q in queries))
             if "agent_cpu_seconds" in report:
                 agent_cpu.append(round(report["agent_cpu_seconds"], 2))
         figures.append(round(100.0 * (1.0 - speed[agent_app] / speed["ads_plain"]), 2))
+        with_first.append(round(100.0 * (1.0 - speed_all[agent_app] / speed_all["ads_plain"]), 2))
+        cpu_pairs.append({"agent": cpu[agent_app], "plain": cpu["ads_plain"]})
     return {"agent_overhead_pct": round(statistics.median(figures), 2),
             "agent_overhead_spread_pct": round(max(figures) - min(figures), 2),
-            "agent_overhead_pairs_pct": figures, "agent_cpu_seconds": agent_cpu}
+            "agent_overhead_pairs_pct": figures,
+            "agent_overhead_with_first_batch_pct": round(statistics.median(with_first), 2),
+            "agent_overhead_with_first_batch_pairs_pct": with_first, "agent_cpu_seconds": agent_cpu,
+            **cpu_split(cpu_pairs)}
+
+
+def cpu_split(pairs: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """What the agent's application used more than the plain one, in CPU seconds per part (median of the pairs), and
+    in percent of the plain one's total: the machine's load moves CPU seconds far less than batch seconds."""
+    parts = sorted({part for pair in pairs for side in pair.values() for part in side})
+    if not parts:
+        return {}
+    extra = {part: round(statistics.median(p["agent"].get(part, math.nan) - p["plain"].get(part, math.nan) for p in pairs), 2)
+             for part in parts}
+    percent = [100.0 * (sum(p["agent"].values()) / sum(p["plain"].values()) - 1.0) for p in pairs if sum(p["plain"].values()) > 0]
+    return {"agent_cpu_extra_seconds": extra, "agent_cpu_overhead_pct": round(statistics.median(percent), 2) if percent else None,
+            "cpu_seconds_pairs": pairs}
+
+
+def open_barrier(gate: Path, procs: dict[str, subprocess.Popen], timeout: float) -> None:
+    """``GATE/go`` once every application said it is ready (or one ended: ``wait_all`` then reports it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all((gate / f"{name}.ready").exists() for name in procs):
+        if any(proc.poll() is not None for proc in procs.values()):
+            break
+        time.sleep(0.2)
+    (gate / "go").touch()
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
