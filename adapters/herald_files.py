@@ -38,9 +38,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from armd.migrations.heralds.column import LIFESPANS
 from armd.migrations.heralds.record import HeraldRecord, InvalidHerald
 
-LIFESPANS = ("count", "seconds")
 START = "starts_at"
 
 
@@ -101,6 +101,8 @@ class HeraldFiles:
 
     def _read_file(self, path: Path, stream: str, invalid: Callable[[int, str], None]) -> None:
         offset = self._offsets.get(path.name, 0)
+        if path.stat().st_size <= offset:  # nothing appended since the last batch: no need to open it
+            return
         with path.open("rb") as f:
             f.seek(offset)
             data = f.read()

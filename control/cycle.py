@@ -426,7 +426,8 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
         trigger = "periodic"
     if not admitted:
         return replace(done, state=replace(state, last_decision_at=now))
-    return _decide(setup, model, state, snapshot, done, admitted, stream_d, trigger, changes, proposals, make_id(), timer)
+    return _decide(setup, model, state, snapshot, done, admitted, stream_d, trigger, changes, proposals, frozenset(rising),
+                   make_id(), timer)
 
 
 def _admit(setup: Setup, model: Model, state: CycleState) -> tuple[CycleState, list[Admission], tuple[str, ...], list[Failure]]:
@@ -529,9 +530,11 @@ def _choose_join_orders(setup: Setup, model: Model, state: CycleState, snapshot:
 
 
 def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, done: Tick, admitted: list[str],
-            stream_d: np.ndarray, trigger: str, changes: Changes, proposals: list[JoinOrderChange], decision_id: str,
-            timer: Callable[[], float]) -> Tick:
-    """Decide, guard and stage; the desired settings of every query whose settings or join order change."""
+            stream_d: np.ndarray, trigger: str, changes: Changes, proposals: list[JoinOrderChange], rising: frozenset[str],
+            decision_id: str, timer: Callable[[], float]) -> Tick:
+    """Decide, guard and stage; the desired settings of every query whose settings or join order change.
+
+    ``rising``: the streams whose rate rises significantly now (``rising_streams``), for the ramp's staged cuts."""
     state, readmitted = _readmit(setup, model, state, stream_d)
     if readmitted:
         admitted = state.admitted(model)
@@ -560,7 +563,6 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     guarded = fitted
     ramp_stage = None
     if live and running is not None:
-        rising = frozenset(rising_streams(setup, state.history))
         guarded, ramp_stage = staged_cuts(problem, bounds, guarded, running, stream_d, _lag(setup, problem), now, rising,
                                           _draining(setup, problem, snapshot, now))
     duration_ms = (timer() - started) * 1e3

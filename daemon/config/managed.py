@@ -118,18 +118,30 @@ def _managed_query(top: Table, name: str, raw: Any, plan: PlanSet, spark: SparkC
     ))
 
 
+def _streams_read(query: str, plan: PlanSet) -> list[str]:
+    """The plan streams ``query`` reads, in plan order."""
+    return list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+
+
+def _per_stream(query: str, managed: Table, plan: PlanSet, key: str) -> Mapping[str, Any]:
+    """The table ``key`` of ``[managed.NAME]``, keyed by plan streams ``query`` reads (any other is refused)."""
+    raw = managed.mapping(key)
+    own = _streams_read(query, plan)
+    for stream in raw:
+        if stream not in own:
+            raise managed.error((key, stream), f"not a stream query {query!r} reads; its streams: {listing(own)}")
+    return raw
+
+
 def _sources(query: str, managed: Table, plan: PlanSet, spark: SparkConfig) -> dict[str, dict[str, Any]]:
     """``[managed.NAME.sources.STREAM]``: each a source of the query's plan streams, which GenMig must be able to migrate."""
-    raw = managed.mapping("sources")
+    raw = _per_stream(query, managed, plan, "sources")
     if not raw:
         return {}
     from armd.adapters.spark.sources import SourceContractError, adapter_for  # imports pyspark: Spark configurations only
 
-    own = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
     out: dict[str, dict[str, Any]] = {}
     for stream, options in raw.items():
-        if stream not in own:
-            raise managed.error(("sources", stream), f"not a stream query {query!r} reads; its streams: {listing(own)}")
         if not isinstance(options, dict) or not all(isinstance(v, (str, int, float, bool)) for v in options.values()):
             raise managed.error(("sources", stream), "expected a table of source options (strings, numbers, booleans), "
                                                      f"got {show(options)}")
@@ -145,11 +157,8 @@ def _sources(query: str, managed: Table, plan: PlanSet, spark: SparkConfig) -> d
 
 def _heralds(query: str, managed: Table, plan: PlanSet) -> dict[str, str]:
     """``[managed.NAME] heralds = { STREAM = "COLUMN" }``: the column of each stream's rows that carries heralds."""
-    raw = managed.mapping("heralds")
-    own = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+    raw = _per_stream(query, managed, plan, "heralds")
     for stream, column in raw.items():
-        if stream not in own:
-            raise managed.error(("heralds", stream), f"not a stream query {query!r} reads; its streams: {listing(own)}")
         if not (isinstance(column, str) and column.isidentifier()):
             raise managed.error(("heralds", stream), "expected the name of the column carrying the stream's heralds "
                                                      f"(an identifier, e.g. \"herald\"), got {show(column)}")
@@ -159,12 +168,9 @@ def _heralds(query: str, managed: Table, plan: PlanSet) -> dict[str, str]:
 def _herald_sources(query: str, managed: Table, plan: PlanSet) -> dict[str, str]:
     """``[managed.NAME] herald_sources = { STREAM = "DIRECTORY" }``: each stream's side stream of heralds, a
     directory of JSON-lines files (``adapters/herald_files.py``), made absolute against the configuration's file."""
-    raw = managed.mapping("herald_sources")
-    own = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+    raw = _per_stream(query, managed, plan, "herald_sources")
     out: dict[str, str] = {}
     for stream, directory in raw.items():
-        if stream not in own:
-            raise managed.error(("herald_sources", stream), f"not a stream query {query!r} reads; its streams: {listing(own)}")
         if not (isinstance(directory, str) and directory.strip()):
             raise managed.error(("herald_sources", stream), "expected the path of a directory of herald files "
                                                             f"(JSON lines, heralds.md), got {show(directory)}")
@@ -195,7 +201,7 @@ def _join_order(query: str, managed: Table, plan: PlanSet, spark: SparkConfig) -
         join_tree(plan, query)  # the cost model estimates the join in the order it runs: it rebuilds these joins
     except ValueError as exc:
         raise t.error((), str(exc)) from None
-    streams = list(dict.fromkeys(plan.nodes[n].stream for n in plan.query_nodes(query) if plan.nodes[n].op == "source"))
+    streams = _streams_read(query, plan)
     if not all(s.isidentifier() for s in streams):
         raise t.error((), f"the streams of query {query!r} become column names and must be identifiers, "
                           f"it reads {listing(streams)}")
