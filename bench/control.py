@@ -1,6 +1,7 @@
 """Benchmark: does armd keep measured state under the bound with few, well-founded decisions? (issue 21, Verification)
 
     .venv/bin/python bench/control.py [--quick] [--json] [--no-spark] [--fig12-sizes 10,100,1000,10000]
+    .venv/bin/python bench/control.py --scenario burst_bytes_2x [--mechanisms all] [--timeline]   # one scenario's rows
 
 armd's real control path runs against the simulated plant (``bench/plant.py``):
 the daemon's ``Controller``, the reconciler and coordinator of
@@ -292,9 +293,31 @@ def priced_as_plant(controller: Controller) -> None:
     controller.setup = replace(controller.setup, migration=replace(migration, strategy="genmig", timings=timings))
 
 
+def timeline_of(store: SqlStore, applier: SimulatedGenMig, measured: Mapping[int, Mapping[str, float]]) -> list[dict[str, Any]]:
+    """What happened, in order: each decision as the store recorded it (trigger, the feedback factors per query,
+    the measured state per query then against the decision's corrected estimate of its chosen settings, the chosen
+    windows, whether it changed anything) and what the applier did (applies, migration steps)."""
+    out: list[dict[str, Any]] = []
+    for d in reversed(store.decisions(limit=1_000_000)):
+        at = d["at"] if isinstance(d["at"], datetime) else datetime.fromisoformat(str(d["at"]))
+        second = round((at.replace(tzinfo=at.tzinfo or timezone.utc) - START).total_seconds())
+        feedback = (d["inputs"] or {}).get("feedback") or {}
+        queries = (d["outputs"] or {}).get("queries", {})
+        out.append({
+            "t": second, "kind": "decision", "trigger": d["trigger"], "applied": bool(d["applied"]),
+            "factors": {q: round(f["memory"], 3) for q, f in (feedback.get("factors") or {}).items()},
+            "measured_bytes": {q: round(b) for q, b in measured.get(second, {}).items()},
+            "estimated_bytes": {q: round(v["estimated_memory_bytes"]) for q, v in queries.items()},
+            "windows_ms": {q: v["applied"].get("windows") for q, v in queries.items()},
+            "guardrails": {q: v["guardrail"] for q, v in queries.items() if v.get("guardrail")},
+        })
+    out += [dict(e) for e in applier.log]
+    return sorted(out, key=lambda e: e["t"])  # stable: a second's decision before what it applied
+
+
 def run(scenario: Scenario, mechanisms: Sequence[str], folder: Path, table: Mapping[str, Mapping[str, Any]] = MECHANISMS,
-        queries: Mapping[str, Mapping[str, Any]] = QUERIES, warmup: float = WARMUP_S) -> dict[str, Any]:
-    """One scenario on the plant with ``mechanisms`` switched on; its row."""
+        queries: Mapping[str, Mapping[str, Any]] = QUERIES, warmup: float = WARMUP_S, timeline: bool = False) -> dict[str, Any]:
+    """One scenario on the plant with ``mechanisms`` switched on; its row (with ``timeline``: its ``timeline_of``)."""
     overrides = [table[m] for m in mechanisms]
     config = load_config(write_config(folder, "armd", queries, overrides), mechanisms)
     clicks_rate = STREAMS["clicks"][0]
@@ -313,6 +336,8 @@ def run(scenario: Scenario, mechanisms: Sequence[str], folder: Path, table: Mapp
     applier.on_transition = reconciler.coordinator.transition
     bound = config.bounds.memory * (1 - config.bounds.reserve)
     trace, current = Trace(), dict(queries)
+    measured: dict[int, dict[str, float]] = {}
+    events: list[dict[str, Any]] = []
     try:
         for second in range(1, int(scenario.seconds) + 1):
             clock.now = START + timedelta(seconds=second)
@@ -324,6 +349,8 @@ def run(scenario: Scenario, mechanisms: Sequence[str], folder: Path, table: Mapp
                 controller.reload(load_config(write_config(folder, f"armd-{second}", current, overrides), mechanisms))
                 priced_as_plant(controller)
                 plant.set_taps(taps_of(current, scenario.bytes_factor))
+            if timeline:  # the state per query the decision of this second sees (observe reads the same instant)
+                measured[second] = {q: plant.state(q, float(second))[1] for q in plant.taps}
             controller.observe()
             controller.decide()
             reconciler.coordinator.advance()
@@ -337,6 +364,8 @@ def run(scenario: Scenario, mechanisms: Sequence[str], folder: Path, table: Mapp
             if running:
                 trace.qos.append(statistics.fmean(running))
         controller.flush(force=True)
+        if timeline:
+            events = timeline_of(store, applier, measured)
     finally:
         store.close()
         plant.close()
@@ -344,7 +373,8 @@ def run(scenario: Scenario, mechanisms: Sequence[str], folder: Path, table: Mapp
     return {"scenario": scenario.name, "mechanisms": list(mechanisms) or ["none"], "plant": "simulated",
             "seconds": scenario.seconds, "decisions": controller.counters["decisions"], "applied_changes": applier.changes,
             "applied_changes_after_warmup": after, **summarize(trace, bound, int(warmup)), "usable_bound_bytes": bound,
-            "decision_ms_median": round(statistics.median(timings.decisions_ms), 3) if timings.decisions_ms else None}
+            "decision_ms_median": round(statistics.median(timings.decisions_ms), 3) if timings.decisions_ms else None,
+            **({"timeline": events} if timeline else {})}
 
 
 def variants(table: Mapping[str, Any]) -> list[tuple[str, ...]]:
@@ -357,15 +387,40 @@ def variants(table: Mapping[str, Any]) -> list[tuple[str, ...]]:
     return out
 
 
-def scenario_rows(scenarios: Sequence[Scenario], table: Mapping[str, Any], quick: bool) -> list[dict[str, Any]]:
+def scenario_rows(scenarios: Sequence[Scenario], table: Mapping[str, Any], quick: bool,
+                  only: Sequence[tuple[str, ...]] | None = None, timeline: bool = False) -> list[dict[str, Any]]:
+    """Each scenario with each of ``variants(table)`` (or only the mechanism sets ``only``)."""
     rows = []
     for scenario in scenarios:
         if quick:
             scenario = Scenario(**{**scenario.__dict__, "seconds": min(scenario.seconds, 240)})
-        for mechanisms in variants(table):
+        for mechanisms in variants(table) if only is None else only:
             with scratch("armd-cbench-") as tmp:
-                rows.append(run(scenario, mechanisms, Path(tmp), table))
+                rows.append(run(scenario, mechanisms, Path(tmp), table, timeline=timeline))
     return rows
+
+
+def selection(names: str | None, mechanisms: str | None, table: Mapping[str, Any]) -> tuple[list[Scenario], list[tuple[str, ...]] | None]:
+    """The scenarios named (comma-separated; all when None) and the mechanism sets (``all``, ``none`` or names joined
+    by ``+``, comma-separated; every variant when None). A name armd does not have raises ``MechanismError``."""
+    scenarios = list(SCENARIOS)
+    if names:
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in {s.name for s in SCENARIOS}]
+        if unknown:
+            raise MechanismError(f"no scenario {', '.join(unknown)}; the scenarios are {', '.join(s.name for s in SCENARIOS)}")
+        scenarios = [s for s in SCENARIOS if s.name in wanted]
+    if not mechanisms:
+        return scenarios, None
+    sets: list[tuple[str, ...]] = []
+    for item in (m.strip() for m in mechanisms.split(",") if m.strip()):
+        names_ = tuple(table) if item == "all" else () if item == "none" else tuple(item.split("+"))
+        unknown = [n for n in names_ if n not in table]
+        if unknown:
+            raise MechanismError(f"no mechanism {', '.join(unknown)}; use all, none or {'+'.join(table)} (any of them, "
+                                 "joined by +)")
+        sets.append(names_)
+    return scenarios, sets
 
 
 # --- paper 001 Fig 12: decision cost and adaptation vs number of queries ----------------------------
@@ -463,10 +518,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter scenarios, fewer sizes, a short Spark run")
     parser.add_argument("--json", action="store_true", help="print only the JSON")
     parser.add_argument("--no-spark", action="store_true", help="skip Fig 7 on local Spark")
+    parser.add_argument("--scenario", default=None, help="only these scenarios (comma-separated, e.g. burst_bytes_2x); "
+                        "prints their rows only, no headline or experiments")
+    parser.add_argument("--mechanisms", default=None, help="with --scenario: only these mechanism sets (all, none, or "
+                        "names joined by +; comma-separated), e.g. all or none,feedback+cost")
+    parser.add_argument("--timeline", action="store_true", help="with --scenario: each row's timeline (decisions with "
+                        "trigger, feedback factors, measured vs estimated state, windows; applies; migration steps)")
     parser.add_argument("--fig12-sizes", default=None, help="numbers of queries for Fig 12, e.g. 10,100,1000,10000 "
                         "(default 10,100,1000; 10,100 with --quick)")
     args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is the JSON's
+    if args.scenario or args.mechanisms or args.timeline:
+        if not args.scenario:
+            print("bench/control.py: --mechanisms and --timeline need --scenario", file=sys.stderr)
+            return 2
+        try:
+            scenarios, only = selection(args.scenario, args.mechanisms, MECHANISMS)
+            rows = scenario_rows(scenarios, MECHANISMS, args.quick, only, args.timeline)
+        except MechanismError as exc:
+            print(f"bench/control.py: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps({"scenarios": rows}, indent=None if args.json else 2))
+        return 0
     try:
         rows = scenario_rows(SCENARIOS, MECHANISMS, args.quick)
     except MechanismError as exc:

@@ -212,6 +212,8 @@ class SimulatedGenMig:
         self.changes = 0
         """Window changes applied to running queries (each one a migration)."""
         self.change_times: list[float] = []
+        self.log: list[dict] = []
+        """What each apply and migration step did, in order (``bench/control.py --timeline`` prints it)."""
 
     def _now(self) -> float:
         return self.plant.seconds(self.clock())
@@ -224,6 +226,7 @@ class SimulatedGenMig:
         for node, size in new.windows.items():
             self.plant.set_window(query, node, size)
         if old is None or not running or all(before[n] == s for n, s in new.windows.items()):
+            self.log.append({"t": self._now(), "kind": "applied", "query": query, "windows": dict(new.windows), "how": "direct"})
             return "direct"  # a first start, or nothing to move
         now = self._now()
         span = max(new.windows.values(), default=0.0) * self.plant.time_unit_seconds
@@ -232,6 +235,8 @@ class SimulatedGenMig:
                                        split + self.delay + self.trigger)
         self.changes += 1
         self.change_times.append(now)
+        self.log.append({"t": now, "kind": "applied", "query": query, "from": dict(before), "windows": dict(new.windows),
+                         "how": "genmig", "t_split": split, "old_plan_done": split + self.delay + self.trigger})
         migration = Migration(query, "genmig", old.as_json(), new.as_json()).to("running", now, "started", t_split=split,
                                                                                 started=now)
         self.live[query] = migration
@@ -248,6 +253,7 @@ class SimulatedGenMig:
                 if step is None:
                     break
                 migration = migration.to(step, now, "simulated")
+                self.log.append({"t": now, "kind": "migration", "query": query, "state": migration.state})
                 self.on_transition(migration)
             if migration.final:
                 del self.live[query]

@@ -90,6 +90,30 @@ def test_a_tiny_scenario_runs_through_the_controller_the_store_and_the_plant(tmp
     assert row["applied_changes_after_warmup"] == row["applied_changes"]  # no change before the burst at 20 s
 
 
+def test_a_timeline_lists_each_decision_from_the_store_and_each_migration_in_order(tmp_path):
+    scenario = control.Scenario("tiny", 45, bursts=((20, 25, 4.0),))
+    row = control.run(scenario, (), tmp_path, warmup=10, timeline=True)
+    events = row["timeline"]
+    decisions = [e for e in events if e["kind"] == "decision"]
+    assert len(decisions) == row["decisions"] and decisions[0]["trigger"] == "queries added or removed"
+    assert set(decisions[-1]["windows_ms"]) == set(control.QUERIES) and set(decisions[-1]["measured_bytes"]) == set(control.QUERIES)
+    genmig = [e for e in events if e["kind"] == "applied" and e["how"] == "genmig"]
+    assert len(genmig) == row["applied_changes"] >= 1 and all(e["t_split"] > e["t"] for e in genmig)
+    assert [e["t"] for e in events] == sorted(e["t"] for e in events)
+    assert any(e["kind"] == "migration" and e["state"] == "done" for e in events)
+
+
+def test_scenarios_and_mechanism_sets_are_chosen_by_name_and_a_wrong_name_is_said_in_one_line():
+    table = {"a": {}, "b": {}}
+    scenarios, sets = control.selection("burst,ramp", "all,none,b", table)
+    assert [s.name for s in scenarios] == ["burst", "ramp"] and sets == [("a", "b"), (), ("b",)]
+    assert control.selection(None, None, table) == (list(control.SCENARIOS), None)
+    with pytest.raises(control.MechanismError, match="no scenario bursty"):
+        control.selection("bursty", None, table)
+    with pytest.raises(control.MechanismError, match="no mechanism c"):
+        control.selection("burst", "a+c", table)
+
+
 def test_the_mechanism_table_gives_none_each_alone_and_all():
     assert control.variants({}) == [()]
     assert control.variants({"a": {}, "b": {}}) == [(), ("a",), ("b",), ("a", "b")]
