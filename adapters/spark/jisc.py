@@ -297,10 +297,16 @@ class JiscProcessor(StatefulProcessor):
         return self.control
 
     def _visit(self, by_key: Mapping[Any, list[Any]], watermark: int, fired: int | None) -> Iterator[Any]:
-        """Process the keys that brought rows and the keys due at ``watermark``; save them and the bucket's index."""
+        """Process the keys that brought rows and the keys due at ``watermark``; save the bucket in one value."""
         value = self.index.get()
-        index = pickle.loads(value[0]) if value is not None else {"timer": None, "wake": {}}
+        index = pickle.loads(value[0]) if value is not None else {"timer": None, "wake": {}, "keys": {}}
         wake: dict[Any, int] = index["wake"]
+        held: dict[Any, bytes] | None = index.get("keys")
+        if held is None:  # written when each key had an entry of the map state ``jisc``: move them over once
+            held = index["keys"] = {}
+            for key in wake:
+                held[key] = self.keys.getValue((key,))[0]
+                self.keys.removeKey((key,))
         if fired is not None and index["timer"] == fired:
             index["timer"] = None  # Spark deletes the fired timer itself
         due = [k for k, at in wake.items() if at <= watermark and k not in by_key]
@@ -311,7 +317,7 @@ class JiscProcessor(StatefulProcessor):
         nones = [None] * (2 * len(self.streams))
         for key in chain(by_key, due):
             if key in wake:
-                eng = KeyEngine.load(self.keys.getValue((key,))[0], self.streams, self.window_ms)
+                eng = KeyEngine.load(held[key], self.streams, self.window_ms)
             else:
                 control = self._control()
                 eng = KeyEngine(self.streams, self.window_ms, control.order, control.epoch)
@@ -327,11 +333,10 @@ class JiscProcessor(StatefulProcessor):
                 for pair, n in pairs.items():
                     pairs_all[pair] = pairs_all.get(pair, 0) + n
             if eng.live or eng.buffer:
-                self.keys.updateValue((key,), (eng.dump(),))
+                held[key] = eng.dump()
                 wake[key] = eng.wake_at()  # type: ignore[assignment]
             elif key in wake:  # nothing held: every state is empty, the key starts afresh
-                self.keys.removeKey((key,))
-                del wake[key]
+                del held[key], wake[key]
             for described in results:
                 values: list[Any] = [key, eng.epoch, *nones, False, *zeros]
                 for stream, row_id, ms in described:
