@@ -32,9 +32,7 @@ How it fits together
     state call per key was most of the join's time once the keys were
     bucketed; re-serialising a bucket of a few hundred small keys costs
     about as much as two or three of those calls. Blobs written before the
-    state had a version number of its own (version 1) are still read, and
-    so are buckets whose keys were still one map-state entry each (moved
-    into the value at their first visit).
+    state had a version number of its own (version 1) are still read.
 
 The plan (control file)
     A small JSON file ``{"epoch": int, "order": [...]}`` written atomically by
@@ -253,16 +251,13 @@ class JiscProcessor(StatefulProcessor):
     or two. So the join groups by a *bucket* of keys (a hash of the key) and
     keeps, per bucket:
 
-    * ``wake``, a ValueState holding the whole bucket, pickled: ``keys``,
+    * ``bucket``, a ValueState holding the whole bucket, pickled: ``keys``,
       each key with state → its ``KeyState`` bytes; ``wake``, each such key
       → the event time its engine next has work (``KeyEngine.wake_at``);
       and ``timer``, the one event-time timer registered for the bucket
       (the earliest). One ``get`` and one ``update`` per call, whatever the
       number of keys: the state server has no multi-key get or put, and a
-      call per key was most of the join's time;
-    * ``jisc``, a MapState join key → ``KeyState`` bytes, only read: where
-      earlier versions kept each key (moved into ``wake`` at the bucket's
-      first visit).
+      call per key was most of the join's time.
 
     A call for a bucket (new rows, or its timer) processes the keys that
     brought rows and every key whose wake-up time the watermark has passed,
@@ -278,14 +273,13 @@ class JiscProcessor(StatefulProcessor):
     """
 
     def __init__(
-        self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order, key_type: Any, *,
+        self, streams: Sequence[str], window_ms: int, control_path: str, default_order: Order, *,
         count_pairs: bool = False,
     ) -> None:
         self.streams = tuple(streams)
         self.window_ms = int(window_ms)
         self.control_path = str(control_path)
         self.default_order = default_order
-        self.key_type = key_type
         self.count_pairs = count_pairs
         self.count_names = count_columns(len(self.streams))
         self.control: Control | None = None
@@ -293,8 +287,7 @@ class JiscProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         blob = StructType([StructField("blob", BinaryType(), False)])
-        self.keys = handle.getMapState("jisc", StructType([StructField("key", self.key_type, False)]), blob)
-        self.index = handle.getValueState("wake", blob)
+        self.stored = handle.getValueState("bucket", blob)
         self.control = None  # read lazily, once per task (one partition of one micro-batch)
         self.columns = ["key", "epoch"] + [f"{s}_{c}" for s in self.streams for c in ("id", "ms")]
         self.columns += ["_counts"] + self.count_names
@@ -307,17 +300,12 @@ class JiscProcessor(StatefulProcessor):
 
     def _visit(self, by_key: Mapping[Any, list[Any]], watermark: int, fired: int | None) -> Iterator[Any]:
         """Process the keys that brought rows and the keys due at ``watermark``; save the bucket in one value."""
-        value = self.index.get()
-        index = pickle.loads(value[0]) if value is not None else {"timer": None, "wake": {}, "keys": {}}
-        wake: dict[Any, int] = index["wake"]
-        held: dict[Any, bytes] | None = index.get("keys")
-        if held is None:  # written when each key had an entry of the map state ``jisc``: move them over once
-            held = index["keys"] = {}
-            for key in wake:
-                held[key] = self.keys.getValue((key,))[0]
-                self.keys.removeKey((key,))
-        if fired is not None and index["timer"] == fired:
-            index["timer"] = None  # Spark deletes the fired timer itself
+        value = self.stored.get()
+        bucket = pickle.loads(value[0]) if value is not None else {"timer": None, "wake": {}, "keys": {}}
+        wake: dict[Any, int] = bucket["wake"]
+        held: dict[Any, bytes] = bucket["keys"]
+        if fired is not None and bucket["timer"] == fired:
+            bucket["timer"] = None  # Spark deletes the fired timer itself
         due = [k for k, at in wake.items() if at <= watermark and k not in by_key]
         arrived_all = [0] * len(self.streams)
         pairs_all: dict[tuple[int, int], int] = {}
@@ -353,16 +341,16 @@ class JiscProcessor(StatefulProcessor):
                     values[3 + 2 * stream] = ms
                 yield self.row(*values)
         want = min(wake.values()) if wake else None
-        if index["timer"] != want:
-            if index["timer"] is not None:
-                self.handle.deleteTimer(index["timer"])
+        if bucket["timer"] != want:
+            if bucket["timer"] is not None:
+                self.handle.deleteTimer(bucket["timer"])
             if want is not None:
                 self.handle.registerTimer(want)
-            index["timer"] = want
-        if wake or index["timer"] is not None:
-            self.index.update((pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL),))
+            bucket["timer"] = want
+        if wake or bucket["timer"] is not None:
+            self.stored.update((pickle.dumps(bucket, protocol=pickle.HIGHEST_PROTOCOL),))
         elif value is not None:
-            self.index.clear()
+            self.stored.clear()
         if self.count_pairs and any(arrived_all):
             counts = dict.fromkeys(names, 0)
             counts.update({f"_n{i}": n for i, n in enumerate(arrived_all)})
@@ -465,7 +453,7 @@ def jisc_join(
         fields += [StructField(f"{name}_id", LongType()), StructField(f"{name}_ms", LongType())]
     counting = count_columns(len(streams))
     fields += [StructField("_counts", BooleanType())] + [StructField(c, LongType()) for c in counting]
-    processor = JiscProcessor(streams, int(window_ms), str(control_path), default, key_type,
+    processor = JiscProcessor(streams, int(window_ms), str(control_path), default,
                               count_pairs=observe_as is not None)
     out = (
         union.groupBy("bucket")

@@ -121,7 +121,7 @@ def test_spark_host_equals_the_oracle_across_order_changes(spark, tmp_path) -> N
             observed.update({k: v for k, v in (row.asDict() if row is not None else {}).items() if v is not None})
         state = session.read.format("statestore").option("path", str(tmp_path / "ckpt"))
         blobs = {}  # join key → its state, held in its bucket's one value
-        for r in state.option("stateVarName", "wake").load().collect():
+        for r in state.option("stateVarName", "bucket").load().collect():
             blobs.update(pickle.loads(bytes(r["value"]["blob"]))["keys"])
     finally:
         if query is not None:
