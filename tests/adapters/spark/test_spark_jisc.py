@@ -10,6 +10,7 @@ logs and plans, in ``tests/migrations/test_per_key.py``.
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -119,8 +120,9 @@ def test_spark_host_equals_the_oracle_across_order_changes(spark, tmp_path) -> N
             row = (progress.observedMetrics or {}).get(f"armd:pairs:x:tuples:{2 * W_MS / 1000!r}")
             observed.update({k: v for k, v in (row.asDict() if row is not None else {}).items() if v is not None})
         state = session.read.format("statestore").option("path", str(tmp_path / "ckpt"))
-        blobs = {r["user_map_key"]["key"]: bytes(r["user_map_value"]["blob"])  # join key → its state, in its bucket's map
-                 for r in state.option("stateVarName", "jisc").load().collect()}
+        blobs = {}  # join key → its state, held in its bucket's one value
+        for r in state.option("stateVarName", "bucket").load().collect():
+            blobs.update(pickle.loads(bytes(r["value"]["blob"]))["keys"])
     finally:
         if query is not None:
             query.stop()
