@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import threading
 import time
 from datetime import datetime
@@ -39,6 +40,7 @@ from armd.adapters.spark.builders import genmig_hints
 
 DELAY = "2 seconds"
 GC: "GcClock | None" = None
+PY4J: "Py4jCalls | None" = None
 KINDS = {"shop": ("views_per_page", "views_clicks"), "ads": ("views_per_ad",)}
 
 
@@ -183,6 +185,7 @@ class SteadyMark:
 
     def __init__(self, spark: Any, listener: Any, names: list[str]) -> None:
         self.at: dict[str, float] | None = None
+        self.py4j_at: dict[str, int] = {}
         self._thread = threading.Thread(target=self._run, args=(spark, listener, names), daemon=True)
         self._thread.start()
 
@@ -190,6 +193,7 @@ class SteadyMark:
         while not all(any(r.input_rows > 0 for r in listener.records(n)) for n in names):
             time.sleep(0.2)
         self.at = cpu_seconds(spark)
+        self.py4j_at = dict(PY4J.threads) if PY4J is not None else {}
 
     def steady(self, end: dict[str, float]) -> dict[str, float]:
         return {k: round(v - self.at[k], 3) for k, v in end.items() if k in self.at} if self.at else {}
@@ -235,6 +239,41 @@ class GcClock:
         return [round(v, 3) for v in self.seconds]
 
 
+class Py4jCalls:
+    """Python → JVM py4j commands of the driver, counted per Python thread, with every 16th call's nearest armd or
+    bench frame: which code crosses into the JVM, and how often (the driver JVM serves each command)."""
+
+    def __init__(self) -> None:
+        from py4j import clientserver, java_gateway
+
+        self.threads: dict[str, int] = {}
+        self.callers: dict[str, int] = {}
+        self._n = 0
+        for cls in (clientserver.ClientServerConnection, java_gateway.GatewayConnection):
+            cls.send_command = self._wrap(cls.send_command)
+
+    def _wrap(self, send: Callable[..., Any]) -> Callable[..., Any]:
+        import sys
+
+        def counted(connection: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+            name = re.sub(r"\d+", "#", threading.current_thread().name)
+            self.threads[name] = self.threads.get(name, 0) + 1
+            self._n += 1
+            if self._n % 16 == 0:
+                frame = sys._getframe(1)
+                while frame is not None and not any(k in frame.f_code.co_filename for k in ("armd", "bench")):
+                    frame = frame.f_back
+                where = "other" if frame is None else f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+                self.callers[where] = self.callers.get(where, 0) + 16
+            return send(connection, command, *args, **kwargs)
+
+        return counted
+
+    def report(self) -> dict[str, Any]:
+        top = sorted(self.callers.items(), key=lambda kv: -kv[1])[:12]
+        return {"threads": dict(sorted(self.threads.items(), key=lambda kv: -kv[1])), "callers": dict(top)}
+
+
 def warm_up(spark: Any) -> None:
     """Bring up the application's executor and a Python worker on it: the same small job on both sides of a pair."""
     spark.sparkContext.parallelize(range(4), 1).map(lambda x: x + 1).sum()
@@ -255,6 +294,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     global GC
     GC = GcClock()
+    global PY4J
+    PY4J = Py4jCalls()
     shared = Path(args.shared)
     sources = json.loads((shared / "sources.json").read_text())
     spark = SparkSession.builder.appName(args.app).getOrCreate()
@@ -289,7 +330,8 @@ def main(argv: list[str] | None = None) -> None:
               "final_plans": {name: agent.manager.get(name).params.as_json() for name in names},
               "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds, "cpu_seconds": cpu,
               "jvm_threads": jvm_thread_seconds(spark), "jvm_internal": jvm_internal(spark),
-              "python_gc_seconds": GC.report()}
+              "python_gc_seconds": GC.report(), "py4j": PY4J.report(),
+              "steady_py4j_calls": {k: v - mark.py4j_at.get(k, 0) for k, v in PY4J.threads.items()}}
     agent.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))
 
@@ -320,7 +362,8 @@ def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) 
     cpu = cpu_seconds(spark)
     report = {"app": args.app, "throughput": throughput(listener, names), "cpu_seconds": cpu, "steady_cpu_seconds": mark.steady(cpu),
               "jvm_threads": jvm_thread_seconds(spark), "jvm_internal": jvm_internal(spark),
-              "python_gc_seconds": GC.report()}
+              "python_gc_seconds": GC.report(), "py4j": PY4J.report(),
+              "steady_py4j_calls": {k: v - mark.py4j_at.get(k, 0) for k, v in PY4J.threads.items()}}
     for query in queries:
         query.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))
