@@ -15,7 +15,9 @@ every result is checked against an oracle. Prints ``{"cluster": "spark://…",
 "duplicated": 0, "wrong": 0, "peak_state_over_bound": r,
 "seconds_over_bound": s, "agent_overhead_pct": p}``. ``--keep DIR`` keeps
 the run's files and database; ``--evaluate DIR`` recomputes a kept run's
-figures; ``--overhead-only`` runs only the agent-overhead pairs.
+figures; ``--overhead-only`` runs only the agent-overhead pairs, and
+``--agent-args ARGS`` gives their agent application extra arguments (e.g.
+``--no-instrument``) for bisecting the overhead.
 """
 
 from __future__ import annotations
