@@ -15,7 +15,9 @@ every result is checked against an oracle. Prints ``{"cluster": "spark://…",
 "duplicated": 0, "wrong": 0, "peak_state_over_bound": r,
 "seconds_over_bound": s, "agent_overhead_pct": p}``. ``--keep DIR`` keeps
 the run's files and database; ``--evaluate DIR`` recomputes a kept run's
-figures; ``--overhead-only`` runs only the agent-overhead pairs.
+figures; ``--overhead-only`` runs only the agent-overhead pairs, and
+``--agent-args ARGS`` gives their agent application extra arguments (e.g.
+``--no-instrument``) for bisecting the overhead.
 """
 
 from __future__ import annotations
@@ -52,13 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--evaluate", metavar="DIR", help="the cluster run: recompute the figures of a run kept in DIR")
     parser.add_argument("--overhead-only", action="store_true",
                         help="the cluster run: only its agent-overhead pairs (no daemon, no burst), for development")
+    parser.add_argument("--agent-args", default="", metavar="ARGS",
+                        help="--overhead-only: extra arguments of the agent's application, e.g. '--no-instrument'")
     args = parser.parse_args(argv)
     if args.simulated_agents is None:
         import fleet_cluster
 
         cluster_args = [*(["--memory-bytes", str(args.memory_bytes)] if args.memory_bytes else []),
                         *(["--keep", args.keep] if args.keep else []), *(["--evaluate", args.evaluate] if args.evaluate else []),
-                        *(["--overhead-only"] if args.overhead_only else [])]
+                        *(["--overhead-only"] if args.overhead_only else []),
+                        *([f"--agent-args={args.agent_args}"] if args.agent_args else [])]
         result = fleet_cluster.main(cluster_args)
         print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))
         return 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import threading
 import time
 from datetime import datetime
@@ -38,6 +39,8 @@ from pyspark.sql import functions as F
 from armd.adapters.spark.builders import genmig_hints
 
 DELAY = "2 seconds"
+GC: "GcClock | None" = None
+PY4J: "Py4jCalls | None" = None
 KINDS = {"shop": ("views_per_page", "views_clicks"), "ads": ("views_per_ad",)}
 
 
@@ -166,6 +169,111 @@ def cpu_seconds(spark: Any) -> dict[str, float]:
     return {"executors": round(executor, 3), "driver_jvm": round(jvm, 3), "driver_python": round(usage.ru_utime + usage.ru_stime, 3)}
 
 
+def jvm_internal(spark: Any) -> dict[str, float]:
+    """The driver JVM's own work, which no Java thread counts: JIT compilation and garbage collection (their seconds)."""
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    try:
+        return {"jit": management.getCompilationMXBean().getTotalCompilationTime() / 1000,
+                "gc": sum(bean.getCollectionTime() for bean in management.getGarbageCollectorMXBeans()) / 1000}
+    except Exception:  # noqa: BLE001 - a figure for the record only
+        return {}
+
+
+class SteadyMark:
+    """``cpu_seconds`` once every query's first batch with input has finished: what the steady batches used is the
+    end's figures less these (start-up — imports, the agent's plan derivation, the first batch — left out)."""
+
+    def __init__(self, spark: Any, listener: Any, names: list[str]) -> None:
+        self.at: dict[str, float] | None = None
+        self.py4j_at: dict[str, int] = {}
+        self._thread = threading.Thread(target=self._run, args=(spark, listener, names), daemon=True)
+        self._thread.start()
+
+    def _run(self, spark: Any, listener: Any, names: list[str]) -> None:
+        while not all(any(r.input_rows > 0 for r in listener.records(n)) for n in names):
+            time.sleep(0.2)
+        self.at = cpu_seconds(spark)
+        self.py4j_at = dict(PY4J.threads) if PY4J is not None else {}
+
+    def steady(self, end: dict[str, float]) -> dict[str, float]:
+        return {k: round(v - self.at[k], 3) for k, v in end.items() if k in self.at} if self.at else {}
+
+
+def jvm_thread_seconds(spark: Any) -> dict[str, float]:
+    """CPU seconds of the driver JVM's live threads, by name with its numbers left out (``py4j-gateway-init``,
+    ``task-result-getter-``…): where the driver's CPU goes, for the overhead pairs to compare (threads that ended are
+    not counted)."""
+    import re
+
+    try:
+        mx = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+        out: dict[str, float] = {}
+        for info in mx.getThreadInfo(mx.getAllThreadIds()):
+            if info is None:
+                continue
+            seconds = mx.getThreadCpuTime(info.getThreadId()) / 1e9
+            name = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|\d+", "#", str(info.getThreadName()))
+            out[name] = out.get(name, 0.0) + max(0.0, seconds)
+        return {k: round(v, 3) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v >= 0.05}
+    except Exception:  # noqa: BLE001 - a figure for the record only
+        return {}
+
+
+class GcClock:
+    """CPU seconds the driver Python spends in its garbage collector, per generation (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.seconds = [0.0, 0.0, 0.0]
+        self._began = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.thread_time()
+        else:
+            self.seconds[info["generation"]] += time.thread_time() - self._began
+
+    def report(self) -> list[float]:
+        return [round(v, 3) for v in self.seconds]
+
+
+class Py4jCalls:
+    """Python → JVM py4j commands of the driver, counted per Python thread, with every 16th call's nearest armd or
+    bench frame: which code crosses into the JVM, and how often (the driver JVM serves each command)."""
+
+    def __init__(self) -> None:
+        from py4j import clientserver, java_gateway
+
+        self.threads: dict[str, int] = {}
+        self.callers: dict[str, int] = {}
+        self._n = 0
+        for cls in (clientserver.ClientServerConnection, java_gateway.GatewayConnection):
+            cls.send_command = self._wrap(cls.send_command)
+
+    def _wrap(self, send: Callable[..., Any]) -> Callable[..., Any]:
+        import sys
+
+        def counted(connection: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+            name = re.sub(r"\d+", "#", threading.current_thread().name)
+            self.threads[name] = self.threads.get(name, 0) + 1
+            self._n += 1
+            if self._n % 16 == 0:
+                frame = sys._getframe(1)
+                while frame is not None and not any(k in frame.f_code.co_filename for k in ("armd", "bench")):
+                    frame = frame.f_back
+                where = "other" if frame is None else f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+                self.callers[where] = self.callers.get(where, 0) + 16
+            return send(connection, command, *args, **kwargs)
+
+        return counted
+
+    def report(self) -> dict[str, Any]:
+        top = sorted(self.callers.items(), key=lambda kv: -kv[1])[:12]
+        return {"threads": dict(sorted(self.threads.items(), key=lambda kv: -kv[1])), "callers": dict(top)}
+
+
 def warm_up(spark: Any) -> None:
     """Bring up the application's executor and a Python worker on it: the same small job on both sides of a pair."""
     spark.sparkContext.parallelize(range(4), 1).map(lambda x: x + 1).sum()
@@ -184,6 +292,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--suffix", default="", help="added to every query name (a second run beside the first)")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
+    global GC
+    GC = GcClock()
+    global PY4J
+    PY4J = Py4jCalls()
     shared = Path(args.shared)
     sources = json.loads((shared / "sources.json").read_text())
     spark = SparkSession.builder.appName(args.app).getOrCreate()
@@ -204,6 +316,7 @@ def main(argv: list[str] | None = None) -> None:
         agent.query(name, windows=spec["windows"], slides=spec["slides"], streams=spec["streams"],
                     sources={s: sources[s] for s in spec["streams"]})(spec["function"])
         agent.start(name, sink=lambda df, name=name: df.writeStream.foreachBatch(user_sink(shared / "results" / f"{name}.jsonl")))
+    mark = SteadyMark(spark, agent.listener, names)
     read_to_end(agent.listener, names, args.end, args.timeout)
     deadline = time.monotonic() + 120
     while agent.applier.running_migrations() and time.monotonic() < deadline:  # a migration still open finishes first
@@ -212,9 +325,13 @@ def main(argv: list[str] | None = None) -> None:
         query = agent.manager.get(name).query
         if query is not None:
             query.processAllAvailable()
-    report = {"app": args.app, "throughput": throughput(agent.listener, names),
+    cpu = cpu_seconds(spark)
+    report = {"app": args.app, "throughput": throughput(agent.listener, names), "steady_cpu_seconds": mark.steady(cpu),
               "final_plans": {name: agent.manager.get(name).params.as_json() for name in names},
-              "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds, "cpu_seconds": cpu_seconds(spark)}
+              "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds, "cpu_seconds": cpu,
+              "jvm_threads": jvm_thread_seconds(spark), "jvm_internal": jvm_internal(spark),
+              "python_gc_seconds": GC.report(), "py4j": PY4J.report(),
+              "steady_py4j_calls": {k: v - mark.py4j_at.get(k, 0) for k, v in PY4J.threads.items()}}
     agent.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))
 
@@ -238,10 +355,15 @@ def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) 
         df = spec["function"](spark, Settings(spark, params, windows, slides))
         queries.append(df.writeStream.queryName(f"{name}@0").foreachBatch(user_sink(shared / "plain" / f"{name}.jsonl"))
                        .option("checkpointLocation", str(shared / "checkpoints" / "plain" / name)).start())
+    mark = SteadyMark(spark, listener, names)
     read_to_end(listener, names, args.end, args.timeout)
     for query in queries:
         query.processAllAvailable()
-    report = {"app": args.app, "throughput": throughput(listener, names), "cpu_seconds": cpu_seconds(spark)}
+    cpu = cpu_seconds(spark)
+    report = {"app": args.app, "throughput": throughput(listener, names), "cpu_seconds": cpu, "steady_cpu_seconds": mark.steady(cpu),
+              "jvm_threads": jvm_thread_seconds(spark), "jvm_internal": jvm_internal(spark),
+              "python_gc_seconds": GC.report(), "py4j": PY4J.report(),
+              "steady_py4j_calls": {k: v - mark.py4j_at.get(k, 0) for k, v in PY4J.threads.items()}}
     for query in queries:
         query.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))

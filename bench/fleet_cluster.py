@@ -29,6 +29,7 @@ Measured state over the bound comes from the progress the agents reported
 from __future__ import annotations
 
 import json
+import re
 import math
 import os
 import pickle
@@ -362,7 +363,8 @@ OVERHEAD_PAIRS = 3
 """Side-by-side pairs (agent, plain) the overhead is the median of: one pair on a shared 2-core machine is noise."""
 
 
-def agent_overhead(master: str, url: str, shared: Path, pairs: int = OVERHEAD_PAIRS) -> dict[str, Any]:
+def agent_overhead(master: str, url: str, shared: Path, pairs: int = OVERHEAD_PAIRS,
+                   agent_args: tuple[str, ...] = ()) -> dict[str, Any]:
     """Percent fewer rows per second of batch time with the agent (recommend mode) than without, same input, same time.
 
     Each pair runs ``ads`` twice side by side on the same cluster over the same replayed input (all of it there:
@@ -373,9 +375,9 @@ def agent_overhead(master: str, url: str, shared: Path, pairs: int = OVERHEAD_PA
     batches of the same input on both sides; ``agent_overhead_with_first_batch_pct`` counts every batch. The figure
     is the median of the pairs' overheads; the spread (max − min, in points) and every pair's figure go beside it,
     and the agent's own thread's CPU seconds per pair (``agent/loop.py``) say how much of the driver the agent
-    itself took.
+    itself took. ``agent_args`` go to the agent's application only (e.g. ``--no-instrument``: bisecting the overhead).
     """
-    figures, with_first, agent_cpu, cpu_pairs = [], [], [], []
+    figures, with_first, agent_cpu, cpu_pairs, thread_pairs, steady_pairs = [], [], [], [], [], []
     for pair in range(pairs):
         where = shared / "overhead" / f"pair{pair}"
         where.mkdir(parents=True, exist_ok=True)
@@ -384,7 +386,7 @@ def agent_overhead(master: str, url: str, shared: Path, pairs: int = OVERHEAD_PA
         gate = where / "barrier"
         gate.mkdir(exist_ok=True)
         names = {agent_app: ["ads", agent_app, url, str(where), "0", repr(END), "--mode", "recommend",
-                             "--suffix", f"_recommend{pair}", "--barrier", str(gate)],
+                             "--suffix", f"_recommend{pair}", "--barrier", str(gate), *agent_args],
                  "ads_plain": ["ads", "ads_plain", url, str(where), "0", repr(END), "--plain", "--barrier", str(gate)]}
         order = list(names) if pair % 2 == 0 else list(reversed(names))
         logs = {name: where / f"{name}.log" for name in names}
@@ -393,10 +395,13 @@ def agent_overhead(master: str, url: str, shared: Path, pairs: int = OVERHEAD_PA
             procs[name] = submit(master, names[name], logs[name])
         open_barrier(gate, procs, 600)
         wait_all(procs, logs, 900)
-        speed, speed_all, cpu = {}, {}, {}
+        speed, speed_all, cpu, threads, steady = {}, {}, {}, {}, {}
         for name in names:
             report = json.loads((where / f"{name}.json").read_text())
             cpu[name] = report.get("cpu_seconds") or {}
+            threads[name] = {re.sub(r"stream execution thread for .*", "stream execution thread", k): v
+                             for k, v in (report.get("jvm_threads") or {}).items()}
+            steady[name] = report.get("steady_cpu_seconds") or {}
             queries = report["throughput"].values()
             speed[name] = sum(q["steady_rows"] for q in queries) / max(1e-9, sum(q["steady_batch_seconds"] for q in queries))
             speed_all[name] = sum(q["rows"] for q in queries) / max(1e-9, sum(q["batch_seconds"] for q in queries))
@@ -405,12 +410,15 @@ def agent_overhead(master: str, url: str, shared: Path, pairs: int = OVERHEAD_PA
         figures.append(round(100.0 * (1.0 - speed[agent_app] / speed["ads_plain"]), 2))
         with_first.append(round(100.0 * (1.0 - speed_all[agent_app] / speed_all["ads_plain"]), 2))
         cpu_pairs.append({"agent": cpu[agent_app], "plain": cpu["ads_plain"]})
+        thread_pairs.append({"agent": threads[agent_app], "plain": threads["ads_plain"]})
+        steady_pairs.append({"agent": steady[agent_app], "plain": steady["ads_plain"]})
     return {"agent_overhead_pct": round(statistics.median(figures), 2),
             "agent_overhead_spread_pct": round(max(figures) - min(figures), 2),
             "agent_overhead_pairs_pct": figures,
             "agent_overhead_with_first_batch_pct": round(statistics.median(with_first), 2),
             "agent_overhead_with_first_batch_pairs_pct": with_first, "agent_cpu_seconds": agent_cpu,
-            **cpu_split(cpu_pairs)}
+            **cpu_split(cpu_pairs), "agent_jvm_thread_extra_seconds": thread_split(thread_pairs),
+            "steady": cpu_split(steady_pairs)}
 
 
 def cpu_split(pairs: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
@@ -424,6 +432,13 @@ def cpu_split(pairs: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
     percent = [100.0 * (sum(p["agent"].values()) / sum(p["plain"].values()) - 1.0) for p in pairs if sum(p["plain"].values()) > 0]
     return {"agent_cpu_extra_seconds": extra, "agent_cpu_overhead_pct": round(statistics.median(percent), 2) if percent else None,
             "cpu_seconds_pairs": pairs}
+
+
+def thread_split(pairs: list[dict[str, dict[str, float]]], top: int = 8) -> dict[str, float]:
+    """The driver JVM's threads the agent's application spent most more CPU in than the plain one (median of the pairs)."""
+    names = {name for pair in pairs for side in pair.values() for name in side}
+    extra = {name: statistics.median(p["agent"].get(name, 0.0) - p["plain"].get(name, 0.0) for p in pairs) for name in names}
+    return {name: round(v, 2) for name, v in sorted(extra.items(), key=lambda kv: -abs(kv[1]))[:top]}
 
 
 def open_barrier(gate: Path, procs: dict[str, subprocess.Popen], timeout: float) -> None:
@@ -445,6 +460,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--evaluate", metavar="DIR", help="only compute the figures of a run kept with --keep")
     parser.add_argument("--overhead-only", action="store_true",
                         help="only the agent-overhead pairs (cluster and database, no daemon, no burst run): for development")
+    parser.add_argument("--agent-args", default="", help="extra arguments of the overhead pairs' agent application, e.g. "
+                        "'--no-instrument' (bisecting the overhead; see bench/fleet_app.py)")
     args = parser.parse_args(argv)
     # A stopped benchmark (kill, timeout) still stops its cluster and daemon and drops its database: ``run``'s finally.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -456,11 +473,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     shared = Path(args.keep or tempfile.mkdtemp(prefix="armd-fleet-"))
     shared.mkdir(parents=True, exist_ok=True)
     if args.overhead_only:
-        return overhead_only(shared)
+        return overhead_only(shared, tuple(args.agent_args.split()))
     return run(args.memory_bytes, shared, keep_store=bool(args.keep))
 
 
-def overhead_only(shared: Path) -> dict[str, Any]:
+def overhead_only(shared: Path, agent_args: tuple[str, ...] = ()) -> dict[str, Any]:
     """``agent_overhead`` alone on a cluster and a database of its own (the agents in recommend mode need no daemon)."""
     from armd.adapters.store.sql import SqlStore
 
@@ -470,7 +487,7 @@ def overhead_only(shared: Path) -> dict[str, Any]:
     store.close()
     cluster = StandaloneCluster(workers=2, cores=2, memory="1g").start()
     try:
-        return {"cluster": cluster.master_url, **agent_overhead(cluster.master_url, url, shared)}
+        return {"cluster": cluster.master_url, **agent_overhead(cluster.master_url, url, shared, agent_args=agent_args)}
     finally:
         cluster.stop()
         drop()

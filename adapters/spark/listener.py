@@ -52,6 +52,7 @@ import json
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -207,6 +208,32 @@ class TerminatedQuery:
 TerminationHook = Callable[[TerminatedQuery], None]
 
 
+class _JsonBridge:
+    """The JVM's listener calls, passed on with only the fields ``ProgressListener`` reads (a py4j callback object)."""
+
+    def __init__(self, listener: "ProgressListener") -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802 - Spark's names
+        self.listener.onQueryStarted(SimpleNamespace(runId=jevent.runId().toString(), name=jevent.name()))
+
+    def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802
+        self.listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(json=jevent.progress().json())))
+
+    def onQueryIdle(self, jevent: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, jevent: Any) -> None:  # noqa: N802
+        exception, error_class = jevent.exception(), jevent.errorClassOnException()
+        self.listener.onQueryTerminated(SimpleNamespace(
+            id=jevent.id().toString(), runId=jevent.runId().toString(),
+            exception=exception.get() if exception.isDefined() else None,
+            errorClassOnException=error_class.get() if error_class.isDefined() else None))
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
 class ProgressListener(StreamingQueryListener):
     """Keeps every progress event in a bounded buffer; calls hooks when a query fails."""
 
@@ -225,6 +252,20 @@ class ProgressListener(StreamingQueryListener):
         """Exceptions raised inside the callbacks (Spark would swallow them)."""
 
     # --- wiring ---
+
+    @property
+    def _jlistener(self) -> Any:
+        """What ``spark.streams.addListener`` registers in the JVM (classic Spark; Connect does not use it).
+
+        PySpark's own bridge rebuilds every event as Python objects field by field, some 60 py4j round trips per
+        progress event (each state operator's and source's metrics, and every observed metric as a pickled Row), and
+        this listener reads only the progress JSON; ``_JsonBridge`` asks for that alone (``bench/fleet.py``'s driver
+        CPU: docs/cluster.md)."""
+        if not hasattr(self, "_jlistenerobj"):
+            from pyspark import SparkContext
+
+            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonBridge(self))  # type: ignore[union-attr]
+        return self._jlistenerobj
 
     def attach(self, spark: Any) -> "ProgressListener":
         spark.streams.addListener(self)
