@@ -264,7 +264,10 @@ class ProgressListener(StreamingQueryListener):
         if not hasattr(self, "_jlistenerobj"):
             from pyspark import SparkContext
 
-            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonBridge(self))  # type: ignore[union-attr]
+            try:
+                self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonBridge(self))  # type: ignore[union-attr]
+            except Exception:  # a PySpark whose JVM lacks the wrapper class: its own (slower) bridge
+                return StreamingQueryListener._jlistener.fget(self)  # type: ignore[attr-defined]
         return self._jlistenerobj
 
     def attach(self, spark: Any) -> "ProgressListener":
