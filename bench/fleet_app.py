@@ -39,8 +39,6 @@ from pyspark.sql import functions as F
 from armd.adapters.spark.builders import genmig_hints
 
 DELAY = "2 seconds"
-GC: "GcClock | None" = None
-PY4J: "Py4jCalls | None" = None
 KINDS = {"shop": ("views_per_page", "views_clicks"), "ads": ("views_per_ad",)}
 
 
@@ -183,7 +181,8 @@ class SteadyMark:
     """``cpu_seconds`` once every query's first batch with input has finished: what the steady batches used is the
     end's figures less these (start-up — imports, the agent's plan derivation, the first batch — left out)."""
 
-    def __init__(self, spark: Any, listener: Any, names: list[str]) -> None:
+    def __init__(self, spark: Any, listener: Any, names: list[str], clocks: "DriverClocks") -> None:
+        self.clocks = clocks
         self.at: dict[str, float] | None = None
         self.py4j_at: dict[str, int] = {}
         self._thread = threading.Thread(target=self._run, args=(spark, listener, names), daemon=True)
@@ -193,7 +192,7 @@ class SteadyMark:
         while not all(any(r.input_rows > 0 for r in listener.records(n)) for n in names):
             time.sleep(0.2)
         self.at = cpu_seconds(spark)
-        self.py4j_at = dict(PY4J.threads) if PY4J is not None else {}
+        self.py4j_at = dict(self.clocks.py4j.threads)
 
     def steady(self, end: dict[str, float]) -> dict[str, float]:
         return {k: round(v - self.at[k], 3) for k, v in end.items() if k in self.at} if self.at else {}
@@ -203,8 +202,6 @@ def jvm_thread_seconds(spark: Any) -> dict[str, float]:
     """CPU seconds of the driver JVM's live threads, by name with its numbers left out (``py4j-gateway-init``,
     ``task-result-getter-``…): where the driver's CPU goes, for the overhead pairs to compare (threads that ended are
     not counted)."""
-    import re
-
     try:
         mx = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getThreadMXBean()
         out: dict[str, float] = {}
@@ -274,6 +271,21 @@ class Py4jCalls:
         return {"threads": dict(sorted(self.threads.items(), key=lambda kv: -kv[1])), "callers": dict(top)}
 
 
+class DriverClocks:
+    """The driver Python's own counters, installed before the Spark session so that they see its every py4j call."""
+
+    def __init__(self) -> None:
+        self.gc, self.py4j = GcClock(), Py4jCalls()
+
+
+def driver_figures(spark: Any, mark: SteadyMark) -> dict[str, Any]:
+    """Where the driver's CPU went, the same keys for the agent's application and the plain one."""
+    cpu, py4j = cpu_seconds(spark), mark.clocks.py4j
+    return {"cpu_seconds": cpu, "steady_cpu_seconds": mark.steady(cpu), "jvm_threads": jvm_thread_seconds(spark),
+            "jvm_internal": jvm_internal(spark), "python_gc_seconds": mark.clocks.gc.report(), "py4j": py4j.report(),
+            "steady_py4j_calls": {k: v - mark.py4j_at.get(k, 0) for k, v in py4j.threads.items()}}
+
+
 def warm_up(spark: Any) -> None:
     """Bring up the application's executor and a Python worker on it: the same small job on both sides of a pair."""
     spark.sparkContext.parallelize(range(4), 1).map(lambda x: x + 1).sum()
@@ -292,10 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--suffix", default="", help="added to every query name (a second run beside the first)")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
-    global GC
-    GC = GcClock()
-    global PY4J
-    PY4J = Py4jCalls()
+    clocks = DriverClocks()
     shared = Path(args.shared)
     sources = json.loads((shared / "sources.json").read_text())
     spark = SparkSession.builder.appName(args.app).getOrCreate()
@@ -304,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
     register(spark)  # armd's replayable synthetic source stands in for the team's Kafka topics
     names = [base + args.suffix for base in KINDS[args.kind]]
     if args.plain:
-        plain(spark, args, names, sources, shared)
+        plain(spark, args, names, sources, shared, clocks)
         return
     from armd.agent import Agent
 
@@ -316,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
         agent.query(name, windows=spec["windows"], slides=spec["slides"], streams=spec["streams"],
                     sources={s: sources[s] for s in spec["streams"]})(spec["function"])
         agent.start(name, sink=lambda df, name=name: df.writeStream.foreachBatch(user_sink(shared / "results" / f"{name}.jsonl")))
-    mark = SteadyMark(spark, agent.listener, names)
+    mark = SteadyMark(spark, agent.listener, names, clocks)
     read_to_end(agent.listener, names, args.end, args.timeout)
     deadline = time.monotonic() + 120
     while agent.applier.running_migrations() and time.monotonic() < deadline:  # a migration still open finishes first
@@ -325,18 +334,14 @@ def main(argv: list[str] | None = None) -> None:
         query = agent.manager.get(name).query
         if query is not None:
             query.processAllAvailable()
-    cpu = cpu_seconds(spark)
-    report = {"app": args.app, "throughput": throughput(agent.listener, names), "steady_cpu_seconds": mark.steady(cpu),
+    report = {"app": args.app, "throughput": throughput(agent.listener, names),
               "final_plans": {name: agent.manager.get(name).params.as_json() for name in names},
-              "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds, "cpu_seconds": cpu,
-              "jvm_threads": jvm_thread_seconds(spark), "jvm_internal": jvm_internal(spark),
-              "python_gc_seconds": GC.report(), "py4j": PY4J.report(),
-              "steady_py4j_calls": {k: v - mark.py4j_at.get(k, 0) for k, v in PY4J.threads.items()}}
+              "agent_cpu_seconds": agent.loop.cpu_seconds, "agent_rounds": agent.loop.rounds, **driver_figures(spark, mark)}
     agent.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))
 
 
-def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) -> None:
+def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path, clocks: DriverClocks) -> None:
     """The same queries at their largest windows and smallest slides, without armd: the overhead baseline."""
     from armd.adapters.spark.listener import ProgressListener
     from armd.adapters.spark.managed import QueryParams
@@ -355,15 +360,11 @@ def plain(spark: Any, args: Any, names: list[str], sources: dict, shared: Path) 
         df = spec["function"](spark, Settings(spark, params, windows, slides))
         queries.append(df.writeStream.queryName(f"{name}@0").foreachBatch(user_sink(shared / "plain" / f"{name}.jsonl"))
                        .option("checkpointLocation", str(shared / "checkpoints" / "plain" / name)).start())
-    mark = SteadyMark(spark, listener, names)
+    mark = SteadyMark(spark, listener, names, clocks)
     read_to_end(listener, names, args.end, args.timeout)
     for query in queries:
         query.processAllAvailable()
-    cpu = cpu_seconds(spark)
-    report = {"app": args.app, "throughput": throughput(listener, names), "cpu_seconds": cpu, "steady_cpu_seconds": mark.steady(cpu),
-              "jvm_threads": jvm_thread_seconds(spark), "jvm_internal": jvm_internal(spark),
-              "python_gc_seconds": GC.report(), "py4j": PY4J.report(),
-              "steady_py4j_calls": {k: v - mark.py4j_at.get(k, 0) for k, v in PY4J.threads.items()}}
+    report = {"app": args.app, "throughput": throughput(listener, names), **driver_figures(spark, mark)}
     for query in queries:
         query.stop()
     (shared / f"{args.app}.json").write_text(json.dumps(report))

@@ -52,8 +52,8 @@ import json
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pyspark.sql.streaming import StreamingQueryListener
