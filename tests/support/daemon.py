@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from support import REPO
 
@@ -106,6 +107,26 @@ def start(config: Path) -> tuple[subprocess.Popen, list[str]]:
 def run_for(config: Path, seconds: float, stop: int = signal.SIGTERM) -> tuple[subprocess.CompletedProcess, float]:
     process, lines = start(config)
     time.sleep(seconds)
+    assert process.poll() is None, process.communicate()[1]
+    asked = time.monotonic()
+    process.send_signal(stop)
+    out, err = process.communicate(timeout=30)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, "".join(lines) + err), time.monotonic() - asked
+
+
+def run_until(config: Path, done: Callable[[], bool], at_most: float, at_least: float = 0.0,
+              stop: int = signal.SIGTERM, every: float = 2.0) -> tuple[subprocess.CompletedProcess, float]:
+    """Like ``run_for``, but stopped as soon as ``done()`` holds (checked every ``every`` s after ``at_least`` s),
+    and after ``at_most`` s at the latest: a run as long as the behaviour under test needs, not a fixed guess
+    that must cover the slowest machine. The test asserts on what the run did either way."""
+    process, lines = start(config)
+    began = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - began
+        if elapsed >= at_most or (elapsed >= at_least and done()):
+            break
+        assert process.poll() is None, process.communicate()[1]
+        time.sleep(min(every, max(0.0, at_most - elapsed)))
     assert process.poll() is None, process.communicate()[1]
     asked = time.monotonic()
     process.send_signal(stop)

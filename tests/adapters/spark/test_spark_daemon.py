@@ -1,7 +1,8 @@
 """``armd run`` on local Spark end to end: managed queries, batches in the store, a burst that makes armd cut windows.
 
-One daemon run of about 90 s (Spark starts in the subprocess): two managed
-queries on the ``armd-synthetic`` source, a windowed count per key and a
+One daemon run of at most 90 s (Spark starts in the subprocess; the run
+stops once the restarted join has written): two managed queries on the
+``armd-synthetic`` source, a windowed count per key and a
 range join, their results in Parquet sinks. The first decision uses the
 plan's rates and gives both queries their QoS maxima; but the clicks stream
 runs at five times its plan rate from 5 s after the start (before Spark is
@@ -21,7 +22,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from support import REPO
 import pytest
-from support.daemon import armd, log_events, run_for
+from support.daemon import armd, log_events, run_until
 
 ROOT = REPO
 
@@ -99,8 +100,40 @@ def spark_run(tmp_path_factory):
     config = tmp / "armd.toml"
     config.write_text(CONFIG.format(tmp=tmp))
     armd("db", "upgrade", "--config", str(config))
-    result, stop_seconds = run_for(config, 90.0, signal.SIGINT)  # Ctrl-C, as make run documents; PySpark takes SIGINT over
+    # Ctrl-C, as make run documents (PySpark takes SIGINT over), once what the tests check has happened.
+    result, stop_seconds = run_until(config, lambda: restarted_join_emitted(tmp), at_most=90.0, at_least=20.0,
+                                     stop=signal.SIGINT)
     return tmp, result, stop_seconds
+
+
+def restarted_join_emitted(tmp: Path) -> bool:
+    """What the tests check has happened: every migration done, both queries have recorded state batches, the join
+    has been restarted with a range shorter than gaps its first run emitted, and a restarted join has written."""
+    try:
+        states = rows(tmp, "SELECT state FROM migrations")
+        batches = dict(rows(tmp, "SELECT query, count(*) FROM batches WHERE state_rows > 0 AND state_bytes > 0 "
+                                     "GROUP BY query"))
+        ranges = join_ranges(tmp)
+        emitted = {v: gaps(tmp, v) for v in range(len(ranges))}
+    except (sqlite3.Error, OSError, ValueError):  # tables being created; a Parquet file Spark is still writing
+        return False
+    return (len(ranges) >= 2 and all(state == "done" for (state,) in states) and min(batches.get("per_key", 0),
+            batches.get("matches", 0)) >= 3 and max(emitted[0], default=0) > min(ranges[1:])
+            and any(emitted[v] for v in range(1, len(ranges))))
+
+
+def join_ranges(tmp: Path) -> list[float]:
+    """The join's range per plan version: version v is what its v-th migration put in force (0: the first start)."""
+    return [json.loads(details)["new"]["windows"]["m_w"]
+            for (details,) in rows(tmp, "SELECT details FROM migrations WHERE query = 'matches' ORDER BY id")]
+
+
+def gaps(tmp: Path, version: int) -> list[float]:
+    """The time between the two sides of every result the join wrote under plan version ``version``."""
+    path = tmp / "out" / "matches" / f"plan_version={version}"
+    if not path.exists():
+        return []
+    return [abs((r["lt"] - r["rt"]).total_seconds()) for r in pq.read_table(path).to_pylist()]
 
 
 def rows(tmp: Path, sql: str) -> list[tuple]:
@@ -145,19 +178,9 @@ def test_the_burst_makes_armd_cut_windows_and_spark_runs_them(spark_run):
     assert all(m[1] == "naive-restart" for m in migrations)
     # The join dominates the estimate during the burst: any feasible setting cuts its range (per_key at its
     # maximum and the join at its minimum is 254,010 B). What armd decided is what the restarted Spark query joins.
-    # Plan version v of the join is what its v-th migration put in force (0: the first start).
-    ranges = [json.loads(details)["new"]["windows"]["m_w"]
-              for (details,) in rows(tmp, "SELECT details FROM migrations WHERE query = 'matches' ORDER BY id")]
+    ranges = join_ranges(tmp)
     assert ranges[0] == 20 and min(ranges[1:]) < 20, ranges
-    out = tmp / "out" / "matches"
-
-    def gaps(version: int) -> list[float]:
-        path = out / f"plan_version={version}"
-        if not path.exists():
-            return []
-        return [abs((r["lt"] - r["rt"]).total_seconds()) for r in pq.read_table(path).to_pylist()]
-
-    emitted = {v: gaps(v) for v in range(len(ranges))}
+    emitted = {v: gaps(tmp, v) for v in range(len(ranges))}
     assert max(emitted[0]) > min(ranges[1:])  # the first run joined beyond the range cut later
     restarted = [v for v in range(1, len(ranges)) if emitted[v]]
     assert restarted, "no restarted join emitted anything"

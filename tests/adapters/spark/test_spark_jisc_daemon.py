@@ -1,6 +1,7 @@
 """``armd run`` drives a JISC join on local Spark: the join-order policy rewrites the control file, Spark switches live.
 
-One daemon run of about two minutes: a three-way join of streams a, b, c
+One daemon run of at most 140 s (stopped once the second order has run for
+a window): a three-way join of streams a, b, c
 (``builders.multiway_join``: JISC inside ``transformWithStateInPandas``) that
 starts in the order (a ⋈ c) ⋈ b although c is the fastest stream, so armd
 publishes a cheaper order (the two slow streams first) as soon as the query
@@ -18,13 +19,13 @@ import signal
 import sqlite3
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from support.daemon import armd, log_events, run_for
+from support.daemon import armd, log_events, run_until
 
 from armd.adapters.spark.source import Arrivals, SourceOptions, schedule_json
 from armd.daemon.config import load_config
@@ -89,8 +90,23 @@ def jisc_run(tmp_path_factory):
     config = tmp / "armd.toml"
     config.write_text(CONFIG.format(tmp=tmp))
     armd("db", "upgrade", "--config", str(config))
-    result, _ = run_for(config, 140.0, signal.SIGINT)
+    result, _ = run_until(config, lambda: second_order_in_force(tmp), at_most=140.0, at_least=95.0, stop=signal.SIGINT)
     return tmp, config, result
+
+
+def second_order_in_force(tmp: Path) -> bool:
+    """armd has published the order for the swapped rates (b and c first), and its epoch has run for a while."""
+    try:
+        done = rows(tmp, "SELECT details, finished_at FROM migrations WHERE strategy = 'jisc' AND state = 'done' "
+                         "AND finished_at IS NOT NULL ORDER BY id")
+    except sqlite3.Error:
+        return False
+    if len(done) < 2 or first_pair(json.loads(done[-1][0])["new_order"]) != {"b", "c"}:
+        return False
+    finished = datetime.fromisoformat(done[-1][1]).replace(tzinfo=None)
+    mark = rows(tmp, "SELECT max(watermark) FROM batches WHERE query = 'triple' AND watermark IS NOT NULL")[0][0]
+    # The source's event time is its wall clock, so results of the new epoch are out a window and a batch after it.
+    return mark is not None and datetime.fromisoformat(mark).replace(tzinfo=None) > finished + timedelta(seconds=W_MS / 1000 + 4)
 
 
 def rows(tmp: Path, sql: str) -> list[tuple]:
