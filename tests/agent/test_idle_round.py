@@ -170,3 +170,27 @@ def test_without_progress_last_seen_is_touched_every_few_seconds_with_progress_e
     assert last_seen() == at  # progress: written, and the application touched, at once
     reporter.report(at + timedelta(seconds=1), Observation(at + timedelta(seconds=1), []))
     assert last_seen() == at
+
+
+def test_on_postgresql_a_round_reads_desired_settings_when_the_daemon_s_write_is_heard(postgres_database):
+    store = SqlStore.open(postgres_database)
+    store.upgrade()
+    ns = agent(store)
+    loop = AgentLoop(ns)
+    loop.pacer.listen(store, ns.log)
+    try:
+        assert loop.pacer.listener is not None and loop.pacer.listener.listening.wait(10)
+        assert loop.pacer.wake.wait(5)  # the listener's call on connecting
+        loop.pacer.wake.clear()
+        loop.round(T0)  # reads: nothing read yet, and that call
+        reads = ns.view.desired_reads
+        for i in range(3):
+            loop.round(T0 + timedelta(seconds=i + 1))
+        assert ns.view.desired_reads == reads
+        store.write_desired([DesiredSettings("q", 2, SMALLER)])
+        assert loop.pacer.wake.wait(5)  # the daemon's NOTIFY, at the commit
+        loop.round(T0 + timedelta(seconds=4))
+        assert ns.view.desired_reads == reads + 1 and ns.applier.applied == [("q", SMALLER)]
+    finally:
+        loop.stop()
+        store.close()
