@@ -14,6 +14,12 @@ acts as the user chose per query (``agent.start(..., on_reject=...)``):
   its settings, rejected it starts at its QoS minimum (smallest windows,
   coarsest slides), with one log line.
 
+A query that waits is asked about every round (it starts as soon as it
+may); one already running (``"start"``) only every ``WATCH_EVERY`` rounds
+(the first at once): its verdict changes nothing but a log line, and an
+application nobody answers (no daemon yet) must not pay a read a round for
+it forever.
+
 The gate knows nothing of Spark: ``launch(name, minimum)`` starts the
 query, so simulated applications use it as the agent does.
 """
@@ -25,6 +31,8 @@ from typing import Any, Callable
 from armd.adapters.store import applications as apps
 
 ON_REJECT = ("start", "wait", "minimum")
+WATCH_EVERY = 10
+"""Rounds between two reads of the verdicts while only running (``on_reject="start"``) queries wait for theirs."""
 
 
 def check_on_reject(value: str, what: str) -> str:
@@ -43,11 +51,14 @@ class AdmissionGate:
         self.watched: set[str] = set()
         """Started with ``on_reject="start"``: a rejection is only said."""
         self._said: dict[str, str] = {}
+        self._skip = 0
+        """Rounds still to pass before the next read while only watched queries wait."""
 
     def hold(self, query: str, on_reject: str) -> None:
         """``query`` is registered (``pending``): start it now or when the verdict allows (see the module)."""
         if on_reject == "start":
             self.watched.add(query)
+            self._skip = 0  # its verdict is read at the next round
             self.launch(query, False)
             return
         self.held[query] = on_reject
@@ -57,6 +68,10 @@ class AdmissionGate:
         """Read the verdicts of this application's queries; start those it allows."""
         if not self.held and not self.watched:
             return
+        if not self.held and self._skip > 0:
+            self._skip -= 1
+            return
+        self._skip = WATCH_EVERY - 1
         rows = apps.queries_of(self.store, self.app)
         for query, on_reject in list(self.held.items()):
             status, reason = (rows.get(query) or {}).get("status"), (rows.get(query) or {}).get("status_reason")

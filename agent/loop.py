@@ -6,7 +6,7 @@ fixed interval (``Agent(poll_seconds=...)``), and at once when the daemon
 writes desired settings on PostgreSQL (``pace.py``). Each round:
 
 1. ``applications.last_seen_at`` is touched (the daemon marks silent
-   applications gone);
+   applications gone) — with progress to report, or every few seconds;
 2. the progress Spark reported since the last round becomes one
    ``Observation`` (``SparkStats``, as in the daemon) in ``observations``
    and ``batches``;
@@ -17,6 +17,13 @@ writes desired settings on PostgreSQL (``pace.py``). Each round:
    ``mode="recommend"``) is logged and recorded as a ``recommendation``
    event, nothing else.
 
+A round with nothing new is cheap: the desired settings are read at most
+once a round (the reconciler's read serves ``recommend`` too) and, on
+PostgreSQL, only when the daemon notified a write (``pace.py``); the
+admission verdict of a query already running is read every few rounds
+(``admission.py``); with no progress to report, ``last_seen_at`` is
+touched every few seconds, not every round (``report.py``).
+
 A round that fails is logged and the next one tries again; the user's
 queries never stop because the store is away.
 """
@@ -26,15 +33,40 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from armd.adapters.store.scoped import ScopedStore
+from armd.control.ports import DesiredSettings
 
 from .pace import Pacer
 
 
 class AppStore(ScopedStore):
-    """The store as this application's reconciler sees it: desired and actual rows of its own queries only."""
+    """The store as this application's reconciler sees it: desired and actual rows of its own queries only.
+
+    With ``keep_desired`` the desired rows read are kept until ``forget_desired`` (the agent's loop calls it when a
+    round must read them, ``Pacer.read_desired``), so one round reads them once — for the reconciler and for
+    ``recommend`` alike — and a round with nothing new reads them not at all. A query started since the last read
+    (the set of own queries changed) reads them anew. Without it (simulated applications) every call reads.
+    """
+
+    def __init__(self, store: Any, queries: Callable[[], set[str] | frozenset[str]], keep_desired: bool = False) -> None:
+        super().__init__(store, queries)
+        self.keep_desired = keep_desired
+        self._desired: tuple[frozenset[str], dict[str, DesiredSettings]] | None = None
+        self.desired_reads = 0
+
+    def desired_settings(self) -> dict[str, DesiredSettings]:
+        mine = frozenset(self._queries())
+        if self.keep_desired and self._desired is not None and self._desired[0] == mine:
+            return dict(self._desired[1])
+        rows = super().desired_settings()
+        self.desired_reads += 1
+        self._desired = (mine, rows)
+        return dict(rows)
+
+    def forget_desired(self) -> None:
+        self._desired = None
 
     def current_settings(self) -> dict[str, Any]:
         return {}  # the agent starts its queries itself, with the settings in force (Agent._initial)
@@ -78,6 +110,8 @@ class AgentLoop:
         """One round (see the module docstring)."""
         self.report(at)
         agent = self.agent
+        if self.pacer.read_desired():
+            agent.view.forget_desired()
         agent.gate.round()
         if agent.mode == "apply":  # recommend_only rows (a query in recommend mode, a dry run) are never applied
             agent.reconciler.tick()

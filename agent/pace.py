@@ -13,6 +13,19 @@ statistics expect. A round that overran is followed at once; one that ran
 past a whole interval starts the cadence again from now (no burst of rounds
 to catch up). A notified round comes in between and leaves the cadence as it
 is.
+
+The pacer also says whether a round must read ``desired_settings``
+(``read_desired``): with nothing decided, reading them every second is most
+of what an idle round costs (a transaction and a query per round, for
+rows that have not changed). On PostgreSQL, while the listener listens, a
+round reads them only when a notification was heard since the last read
+(the listener also notifies once after each (re)connection, for what it
+missed) — and every ``DESIRED_EVERY``-th round regardless, as a safety
+net: a row written without a notification (by hand, by an older daemon) or
+a notification lost on a connection that died without a word (until TCP
+notices) then waits at most ``DESIRED_EVERY`` poll intervals (10 s at the
+default ``poll_seconds`` of 1 s) instead of forever, at a tenth of the
+reads. On SQLite, or while listening fails, every round reads them.
 """
 
 from __future__ import annotations
@@ -23,6 +36,9 @@ from typing import Any, Callable
 
 from armd.adapters.store.listen import DesiredListener, listen_desired
 
+DESIRED_EVERY = 10
+"""While notifications are heard, every this many rounds read the desired settings even unnotified (module docstring)."""
+
 
 class Pacer:
     def __init__(self, poll_seconds: float, stopped: threading.Event,
@@ -32,11 +48,29 @@ class Pacer:
         self.listener: DesiredListener | None = None
         self._due: float | None = None
         """When the next poll round is due (``clock`` seconds); ``None`` before the first wait."""
+        self._news = False
+        """A notification came since the desired settings were last read."""
+        self._unread = 0
+        """Rounds since the desired settings were last read."""
 
     def listen(self, store: Any, log: Any) -> None:
         """Wake on the store's notifications, where it has them."""
         if self.listener is None:
-            self.listener = listen_desired(store, self.wake.set, log)
+            self.listener = listen_desired(store, self._notified, log)
+
+    def _notified(self) -> None:
+        self._news = True
+        self.wake.set()
+
+    def read_desired(self) -> bool:
+        """Whether this round reads the desired settings (see the module docstring); called once per round, before the
+        read, so a notification heard during the read makes the next round read again."""
+        self._unread += 1
+        listening = self.listener is not None and self.listener.listening.is_set()
+        if listening and not self._news and self._unread < DESIRED_EVERY:
+            return False
+        self._news, self._unread = False, 0
+        return True
 
     def next(self) -> bool:
         """Wait for the next round; False once stopped."""

@@ -13,10 +13,14 @@ the analyzed logical plan through the JVM and rebuilds it with
   ``Deduplicate``/``DeduplicateWithinWatermark``: rows in and out
   (``armd:filter:LABEL:in|out``);
 * a streaming ``Join``: rows of each side and out (``armd:join:LABEL:…``);
-* ``Aggregate``: below it, the rows and an HLL sketch
-  (``hll_sketch_agg``) of its grouping keys without the time window
-  (``armd:groups:LABEL:in``); sketches of consecutive batches merge, so one
-  run measures the distinct keys over 1, 2, … batch spans.
+* ``Aggregate``: below it, an HLL sketch (``hll_sketch_agg``) of its
+  grouping keys without the time window (``armd:groups:LABEL:in``);
+  sketches of consecutive batches merge, so one run measures the distinct
+  keys over 1, 2, … batch spans. No row count beside it: nothing reads one
+  (``SparkStats`` takes the sketch; the plan derivation only the probe's
+  name), and each metric is one more aggregate per batch in the driver. An
+  aggregation by the time window alone gets the row count only (a
+  ``CollectMetrics`` needs a metric; the derivation needs the name).
 
 The rebuilt tree keeps every attribute (same expression ids), so the parent
 operators resolve unchanged; Spark re-analyses it as one plan. Nodes a
@@ -95,8 +99,8 @@ class _Rewriter:
         return Column(self.jvm.org.apache.spark.sql.classic.ExpressionUtils.column(expression))
 
     def _observe(self, plan: Any, kind: str, label: str, role: str, *metrics: Column) -> Any:
-        """``plan`` under a ``CollectMetrics`` named ``armd:KIND:LABEL:ROLE`` (rows, and ``metrics``)."""
-        observed = self._frame(plan).observe(observation_name(kind, label, role), F.count(F.lit(1)).alias("rows"), *metrics)
+        """``plan`` under a ``CollectMetrics`` named ``armd:KIND:LABEL:ROLE`` (``metrics``; the rows when none given)."""
+        observed = self._frame(plan).observe(observation_name(kind, label, role), *(metrics or (F.count(F.lit(1)).alias("rows"),)))
         return observed._jdf.logicalPlan()
 
     # --- the walk ---

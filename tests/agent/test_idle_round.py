@@ -1,0 +1,196 @@
+"""A round with nothing to do is cheap, and loses nothing: desired settings read once a round at most (on notification
+only where notifications are heard), running queries' verdicts read every few rounds, ``last_seen_at`` touched every
+few seconds without progress. Real SQLite store, no Spark."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+
+import pytest
+
+from armd.adapters.store import applications as apps
+from armd.adapters.store.sql import SqlStore
+from armd.agent.admission import WATCH_EVERY, AdmissionGate
+from armd.agent.loop import AgentLoop, AppStore
+from armd.agent.pace import DESIRED_EVERY, Pacer
+from armd.agent.report import IDLE_TOUCH_SECONDS, Reporter
+from armd.control.coordinator import ApplyPorts, Coordinator
+from armd.control.ports import ActualState, DesiredSettings, Observation, QuerySettings, StreamStats
+from armd.control.reconciler import Reconciler
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+SETTINGS = QuerySettings(1.0, 1.0, {"w": 60_000.0}, None, 1.0)
+SMALLER = QuerySettings(0.5, 1.0, {"w": 30_000.0}, None, 0.5)
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict]] = []
+
+    def __getattr__(self, level):
+        return lambda event, **fields: self.lines.append((event, fields))
+
+    def of(self, event: str) -> list[dict]:
+        return [f for e, f in self.lines if e == event]
+
+
+class Applier:
+    name = "instant"
+
+    def __init__(self) -> None:
+        self.applied: list[tuple[str, QuerySettings]] = []
+
+    def apply(self, query, old, new):
+        self.applied.append((query, new))
+        return "direct"
+
+
+class Idle:
+    def observe(self, at):
+        return Observation(at, [])
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = SqlStore.open(f"sqlite:///{tmp_path}/armd.db")
+    store.upgrade()
+    yield store
+    store.close()
+
+
+def agent(store, mode="apply"):
+    """An ``Agent``'s loop parts (as ``Agent.__init__`` wires them) around one started query ``q``."""
+    log, started = Log(), set()
+    view = AppStore(store, lambda: set(started), keep_desired=True)
+    applier = Applier()
+    ports = ApplyPorts(view, applier, lambda kind, write: write(), lambda *a, **k: log.info(a[0], message=a[2]), lambda: T0, log)
+    coordinator = Coordinator(ports, memory_bound=float("inf"))
+    ns = SimpleNamespace(app="shop", mode=mode, store=store, log=log, poll_seconds=1.0, stats=Idle(), view=view,
+                         coordinator=coordinator, reconciler=Reconciler(ports, coordinator),
+                         reporter=Reporter(store, "shop", mode), applier=applier,
+                         _emit=lambda kind, severity, message, *a, **k: log.info(kind, message=message))
+    ns.reporter.register(T0, host="test", pid=1)
+    ns.reporter.add_query("q", {"mode": mode}, 1.0, {}, T0)
+    ns.gate = AdmissionGate(store, "shop", log, lambda name, minimum: started.add(name))
+    ns.gate.hold("q", "start")
+    coordinator.report(ActualState("q", 1, SETTINGS, "steady", at=T0))
+    store.write_desired([DesiredSettings("q", 1, SETTINGS)])
+    return ns
+
+
+def listening(loop: AgentLoop) -> None:
+    """As if the PostgreSQL listener listened (SQLite cannot notify)."""
+    loop.pacer.listener = SimpleNamespace(listening=threading.Event(), close=lambda: None)
+    loop.pacer.listener.listening.set()
+
+
+def test_a_round_reads_the_desired_settings_once_for_the_reconciler_and_recommend(store):
+    ns = agent(store)
+    loop = AgentLoop(ns)
+    for i in range(3):
+        loop.round(T0 + timedelta(seconds=i + 1))
+    assert ns.view.desired_reads == 3  # SQLite: one read a round, shared by tick() and recommend()
+    store.write_desired([DesiredSettings("q", 2, SMALLER)])
+    loop.round(T0 + timedelta(seconds=4))
+    assert ns.applier.applied == [("q", SMALLER)]
+
+
+def test_where_notifications_are_heard_desired_settings_are_read_on_notification_or_every_nth_round(store):
+    ns = agent(store)
+    loop = AgentLoop(ns)
+    listening(loop)
+    loop.round(T0)  # the first round reads (nothing read yet)
+    reads = ns.view.desired_reads
+    for i in range(DESIRED_EVERY - 2):
+        loop.round(T0 + timedelta(seconds=i + 1))
+    assert ns.view.desired_reads == reads  # nothing heard: nothing read
+    store.write_desired([DesiredSettings("q", 2, SMALLER)])
+    loop.pacer._notified()  # what the listener calls on the daemon's NOTIFY
+    loop.round(T0 + timedelta(seconds=DESIRED_EVERY))
+    assert ns.view.desired_reads == reads + 1 and ns.applier.applied == [("q", SMALLER)]
+    store.write_desired([DesiredSettings("q", 3, SETTINGS)])  # written without a notification: the safety net reads it
+    for i in range(DESIRED_EVERY):
+        loop.round(T0 + timedelta(seconds=DESIRED_EVERY + 1 + i))
+    assert ns.view.desired_reads == reads + 2 and ns.applier.applied[-1] == ("q", SETTINGS)
+
+
+def test_a_listener_that_stopped_listening_means_every_round_reads():
+    pacer = Pacer(1.0, threading.Event())
+    pacer.listener = SimpleNamespace(listening=threading.Event(), close=lambda: None)
+    assert all(pacer.read_desired() for _ in range(5))
+    pacer.listener.listening.set()
+    assert [pacer.read_desired() for _ in range(DESIRED_EVERY)] == [False] * (DESIRED_EVERY - 1) + [True]
+
+
+def test_a_running_query_s_rejection_is_read_every_few_rounds_and_said_once(store):
+    ns = agent(store)
+    loop = AgentLoop(ns)
+    loop.round(T0)
+    store.set_query_status("q", "rejected", T0, "no room at its QoS minimum")
+    for i in range(WATCH_EVERY - 1):
+        loop.round(T0 + timedelta(seconds=i + 1))
+    assert ns.log.of("query_rejected") == []  # not read yet
+    for i in range(WATCH_EVERY * 2):
+        loop.round(T0 + timedelta(seconds=WATCH_EVERY + i))
+    (said,) = ns.log.of("query_rejected")
+    assert "no room at its QoS minimum" in said["message"] and "runs anyway" in said["message"]
+    assert not ns.gate.watched
+
+
+def test_a_waiting_query_is_asked_every_round_and_its_readmission_is_said(store):
+    ns = agent(store)
+    ns.reporter.add_query("w", {"mode": "apply"}, 1.0, {}, T0)
+    launched = []
+    ns.gate.launch = lambda name, minimum: launched.append(name)
+    ns.gate.hold("w", "wait")
+    store.set_query_status("w", "rejected", T0, "full")
+    AgentLoop(ns).round(T0)
+    assert len(ns.log.of("query_rejected")) == 1 and launched == []
+    store.set_query_status("w", "active", T0, "room freed")
+    AgentLoop(ns).round(T0 + timedelta(seconds=1))  # the very next round
+    assert launched == ["w"] and len(ns.log.of("query_readmitted")) == 1
+
+
+def test_without_progress_last_seen_is_touched_every_few_seconds_with_progress_every_round(store):
+    reporter = Reporter(store, "shop", "apply")
+    reporter.register(T0, host="test", pid=1)
+
+    def last_seen():
+        (row,) = [a for a in apps.applications(store) if a.app == "shop"]
+        return row.last_seen_at.astimezone(timezone.utc)
+
+    for s in range(1, 12):
+        reporter.report(T0 + timedelta(seconds=s), Observation(T0 + timedelta(seconds=s), []))
+        assert (T0 + timedelta(seconds=s) - last_seen()).total_seconds() < IDLE_TOUCH_SECONDS
+    assert last_seen() == T0 + timedelta(seconds=11)  # touched at 1, 6, 11
+    at = T0 + timedelta(seconds=12)
+    reporter.report(at, Observation(at, [StreamStats("clicks", 10, 1.0, 10.0, 100.0, None, 1.0)]))
+    assert last_seen() == at  # progress: written, and the application touched, at once
+    reporter.report(at + timedelta(seconds=1), Observation(at + timedelta(seconds=1), []))
+    assert last_seen() == at
+
+
+def test_on_postgresql_a_round_reads_desired_settings_when_the_daemon_s_write_is_heard(postgres_database):
+    store = SqlStore.open(postgres_database)
+    store.upgrade()
+    ns = agent(store)
+    loop = AgentLoop(ns)
+    loop.pacer.listen(store, ns.log)
+    try:
+        assert loop.pacer.listener is not None and loop.pacer.listener.listening.wait(10)
+        assert loop.pacer.wake.wait(5)  # the listener's call on connecting
+        loop.pacer.wake.clear()
+        loop.round(T0)  # reads: nothing read yet, and that call
+        reads = ns.view.desired_reads
+        for i in range(3):
+            loop.round(T0 + timedelta(seconds=i + 1))
+        assert ns.view.desired_reads == reads
+        store.write_desired([DesiredSettings("q", 2, SMALLER)])
+        assert loop.pacer.wake.wait(5)  # the daemon's NOTIFY, at the commit
+        loop.round(T0 + timedelta(seconds=4))
+        assert ns.view.desired_reads == reads + 1 and ns.applier.applied == [("q", SMALLER)]
+    finally:
+        loop.stop()
+        store.close()
