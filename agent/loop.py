@@ -6,7 +6,7 @@ fixed interval (``Agent(poll_seconds=...)``), and at once when the daemon
 writes desired settings on PostgreSQL (``pace.py``). Each round:
 
 1. ``applications.last_seen_at`` is touched (the daemon marks silent
-   applications gone) — with progress to report, or every few seconds;
+   applications gone);
 2. the progress Spark reported since the last round becomes one
    ``Observation`` (``SparkStats``, as in the daemon) in ``observations``
    and ``batches``;
@@ -21,8 +21,8 @@ A round with nothing new is cheap: the desired settings are read at most
 once a round (the reconciler's read serves ``recommend`` too) and, on
 PostgreSQL, only when the daemon notified a write (``pace.py``); the
 admission verdict of a query already running is read every few rounds
-(``admission.py``); with no progress to report, ``last_seen_at`` is
-touched every few seconds, not every round (``report.py``).
+(``admission.py``). ``last_seen_at`` is still written every round: the
+daemon's gone timeout may be as short as ``check-config`` allows.
 
 A round that fails is logged and the next one tries again; the user's
 queries never stop because the store is away.

@@ -5,14 +5,6 @@ Why a module of its own: this is the agent's half of the store contract
 ``Agent`` calls it with what Spark reported, and ``bench/fleet.py``'s
 simulated applications call the very same code with generated progress, so
 the daemon is measured on what real agents write.
-
-A round with progress writes it with ``last_seen_at`` in one transaction.
-A round without touches ``last_seen_at`` only every ``IDLE_TOUCH_SECONDS``
-(5 s): that UPDATE, a transaction of its own, was most of what an idle
-round cost, and the daemon marks an application gone only after
-``[store] application_timeout_seconds`` of silence (60 s by default: twelve
-touches in one timeout). A daemon configured with a timeout under about
-three touches (15 s) risks marking an idle, living application gone.
 """
 
 from __future__ import annotations
@@ -27,9 +19,6 @@ from armd.adapters.store.sql import SqlStore
 from armd.control.ports import Observation, QuerySettings
 
 from .settings import Range
-
-IDLE_TOUCH_SECONDS = 5.0
-"""Without progress, ``last_seen_at`` is touched at most this often (module docstring)."""
 
 
 def query_spec(plan: Any, mode: str, windows: Mapping[str, Range], slides: Mapping[str, Range], settings: QuerySettings,
@@ -46,11 +35,8 @@ class Reporter:
 
     def __init__(self, store: SqlStore, app: str, mode: str) -> None:
         self.store, self.app, self.mode = store, app, mode
-        self._touched: datetime | None = None
-        """When ``last_seen_at`` was last written (``None``: not yet, or a write may have failed)."""
 
     def register(self, at: datetime, host: str | None = None, pid: int | None = None) -> None:
-        self._touched = None
         apps.register_application(self.store, self.app, host or socket.gethostname(), os.getpid() if pid is None else pid,
                                   self.mode, at)
 
@@ -58,14 +44,9 @@ class Reporter:
         apps.register_queries(self.store, self.app, [apps.AgentQueryRow(name, dict(spec), weight, dict(qos))], at)
 
     def report(self, at: datetime, observation: Observation) -> None:
-        """The application is alive; the progress of the round (if any) goes to ``observations`` and ``batches``.
-        Without progress, only every ``IDLE_TOUCH_SECONDS``."""
+        """The application is alive; the progress of the round (if any) goes to ``observations`` and ``batches``."""
         progress = observation.batches or observation.queries or observation.streams
-        if not progress and self._touched is not None and 0 <= (at - self._touched).total_seconds() < IDLE_TOUCH_SECONDS:
-            return
-        self._touched = None
         apps.seen(self.store, self.app, at, observation if progress else None)
-        self._touched = at
 
     def stopped(self, at: datetime) -> None:
         apps.stopped(self.store, self.app, at)

@@ -1,4 +1,4 @@
-"""Shared fixtures: fresh databases for the metadata store's contract tests.
+"""Shared fixtures: fresh databases for the metadata store's contract tests (and the test JVMs' JIT setting).
 
 ``store_url`` gives every test an empty database, once on SQLite and once on
 a real PostgreSQL server. The server comes from ``ARMD_TEST_POSTGRES_URL``
@@ -22,6 +22,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from armd.adapters.store import redact_url
+
+# Every Spark driver a test starts (the session fixture's, the daemons' and applications' in subprocesses, a
+# Spark Connect server, spark-submit to the test cluster) inherits this through spark-submit. Those JVMs live a minute
+# or two on 2 shared cores, where the C2 compiler's threads cost more than its faster code ever pays back: with C1 alone
+# the Spark daemon test ran in 65-89 s against 119-134 s (interleaved pairs, same load). Tests check behaviour, not JVM
+# speed; the benchmarks do not load this file and run Spark's default JIT.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 POSTGRES_URL_ENV = "ARMD_TEST_POSTGRES_URL"
 REQUIRE_POSTGRES_ENV = "ARMD_REQUIRE_POSTGRES"

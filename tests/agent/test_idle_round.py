@@ -1,6 +1,6 @@
 """A round with nothing to do is cheap, and loses nothing: desired settings read once a round at most (on notification
-only where notifications are heard), running queries' verdicts read every few rounds, ``last_seen_at`` touched every
-few seconds without progress. Real SQLite store, no Spark."""
+only where notifications are heard), running queries' verdicts read every few rounds, ``last_seen_at`` still written every round.
+Real SQLite store, no Spark."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from armd.adapters.store.sql import SqlStore
 from armd.agent.admission import WATCH_EVERY, AdmissionGate
 from armd.agent.loop import AgentLoop, AppStore
 from armd.agent.pace import DESIRED_EVERY, Pacer
-from armd.agent.report import IDLE_TOUCH_SECONDS, Reporter
+from armd.agent.report import Reporter
 from armd.control.coordinator import ApplyPorts, Coordinator
 from armd.control.ports import ActualState, DesiredSettings, Observation, QuerySettings, StreamStats
 from armd.control.reconciler import Reconciler
@@ -153,23 +153,16 @@ def test_a_waiting_query_is_asked_every_round_and_its_readmission_is_said(store)
     assert launched == ["w"] and len(ns.log.of("query_readmitted")) == 1
 
 
-def test_without_progress_last_seen_is_touched_every_few_seconds_with_progress_every_round(store):
+def test_a_round_without_progress_still_says_the_application_is_alive(store):
+    """``last_seen_at`` is written every round, progress or not: the daemon's gone timeout may be as short as
+    ``check-config`` allows, and the write is a small share of a round."""
     reporter = Reporter(store, "shop", "apply")
     reporter.register(T0, host="test", pid=1)
-
-    def last_seen():
-        (row,) = [a for a in apps.applications(store) if a.app == "shop"]
-        return row.last_seen_at.astimezone(timezone.utc)
-
-    for s in range(1, 12):
+    (row,) = [a for a in apps.applications(store) if a.app == "shop"]
+    for s in (1, 2):
         reporter.report(T0 + timedelta(seconds=s), Observation(T0 + timedelta(seconds=s), []))
-        assert (T0 + timedelta(seconds=s) - last_seen()).total_seconds() < IDLE_TOUCH_SECONDS
-    assert last_seen() == T0 + timedelta(seconds=11)  # touched at 1, 6, 11
-    at = T0 + timedelta(seconds=12)
-    reporter.report(at, Observation(at, [StreamStats("clicks", 10, 1.0, 10.0, 100.0, None, 1.0)]))
-    assert last_seen() == at  # progress: written, and the application touched, at once
-    reporter.report(at + timedelta(seconds=1), Observation(at + timedelta(seconds=1), []))
-    assert last_seen() == at
+        (row,) = [a for a in apps.applications(store) if a.app == "shop"]
+        assert row.last_seen_at.astimezone(timezone.utc) == T0 + timedelta(seconds=s)
 
 
 def test_on_postgresql_a_round_reads_desired_settings_when_the_daemon_s_write_is_heard(postgres_database):

@@ -1,6 +1,6 @@
 """``armd run`` on local Spark end to end: managed queries, batches in the store, a burst that makes armd cut windows.
 
-One daemon run of at most 90 s (Spark starts in the subprocess; the run
+One daemon run of at most 150 s (Spark starts in the subprocess; the run
 stops once the restarted join has written): two managed queries on the
 ``armd-synthetic`` source, a windowed count per key and a
 range join, their results in Parquet sinks. The first decision uses the
@@ -101,7 +101,7 @@ def spark_run(tmp_path_factory):
     config.write_text(CONFIG.format(tmp=tmp))
     armd("db", "upgrade", "--config", str(config))
     # Ctrl-C, as make run documents (PySpark takes SIGINT over), once what the tests check has happened.
-    result, stop_seconds = run_until(config, lambda: restarted_join_emitted(tmp), at_most=90.0, at_least=20.0,
+    result, stop_seconds = run_until(config, lambda: restarted_join_emitted(tmp), at_most=150.0, at_least=20.0,
                                      stop=signal.SIGINT)
     return tmp, result, stop_seconds
 

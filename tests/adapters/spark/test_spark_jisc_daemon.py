@@ -1,6 +1,6 @@
 """``armd run`` drives a JISC join on local Spark: the join-order policy rewrites the control file, Spark switches live.
 
-One daemon run of at most 140 s (stopped once the second order has run for
+One daemon run of at most 180 s (stopped once the second order has run for
 a window): a three-way join of streams a, b, c
 (``builders.multiway_join``: JISC inside ``transformWithStateInPandas``) that
 starts in the order (a ⋈ c) ⋈ b although c is the fastest stream, so armd
@@ -90,7 +90,7 @@ def jisc_run(tmp_path_factory):
     config = tmp / "armd.toml"
     config.write_text(CONFIG.format(tmp=tmp))
     armd("db", "upgrade", "--config", str(config))
-    result, _ = run_until(config, lambda: second_order_in_force(tmp), at_most=140.0, at_least=95.0, stop=signal.SIGINT)
+    result, _ = run_until(config, lambda: second_order_in_force(tmp), at_most=180.0, at_least=95.0, stop=signal.SIGINT)
     return tmp, config, result
 
 
