@@ -120,7 +120,8 @@ class MultiModalSelect:
         plan that partitions a batch and selects it before a join."""
         out: list[Partition] = []
         append = out.append
-        control, counts, full = self.control, self._counts, self.full
+        control, counts, full, decided = self.control, self._counts, self.full, self._decided
+        configured = 0
         last_pid = ANONYMOUS
         flag = _EVALUATE
         residual: Callable[[Row], bool] | None = full
@@ -132,7 +133,12 @@ class MultiModalSelect:
                 else:
                     entry = control.get(pid)
                     if entry is None:
-                        entry = self.configure(pid, herald)  # type: ignore[arg-type]
+                        entry = decided.get(herald)  # type: ignore[arg-type]
+                        if entry is None:
+                            entry = self.configure(pid, herald)  # type: ignore[arg-type]
+                        else:  # ``configure``'s cache hit, inline: a new partition under a known herald
+                            control[pid] = entry
+                            configured += 1
                     flag, residual, _ = entry
                 last_pid = pid
             counts[flag] += len(rows)
@@ -142,6 +148,7 @@ class MultiModalSelect:
                     append(_tuple_new(Partition, (pid, herald, kept)))
             elif flag == _PASS:
                 append(part)
+        self.partitions += configured
         for pid in closed:
             control.pop(pid, None)
         return out
