@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from itertools import compress, repeat
-from operator import add, attrgetter, eq, is_, sub
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from .herald import COUNT, Herald, HeraldViolation, InForce, Patterns
 
 ANONYMOUS = 0
 _tuple_new = tuple.__new__
-_LIFESPAN, _KIND, _VALUE, _PATTERNS = attrgetter("lifespan"), attrgetter("kind"), attrgetter("value"), attrgetter("patterns")
 
 
 class Partition(NamedTuple):
@@ -88,10 +85,7 @@ class Partitioner:
             if start < n:
                 self._rows(batch, start, n, out)
             return out
-        kinds = list(map(type, batch))
-        if not self.check and self._counted(batch, kinds, out):
-            return out
-        index = kinds.index
+        index = list(map(type, batch)).index
         in_force = self.in_force
         inf, check = math.inf, self.check
         start = 0
@@ -123,51 +117,6 @@ class Partitioner:
                     self._herald(herald)
             start = stop + 1
         return out
-
-    def _counted(self, batch: Sequence[Any], kinds: list[type], out: list[Partition]) -> bool:
-        """The common case in C-level passes over the batch rather than a Python step per herald: every herald
-        in it is count-based and covers exactly the rows up to the next one (the last: at least the rest of the
-        batch), and the rows before the first are exactly what the herald in force still covers (or anonymous
-        rows, no herald in force). Each herald then starts a partition of its own rows, as the general path
-        would cut it. False (nothing done) otherwise."""
-        n = len(batch)
-        at = list(compress(range(n), map(is_, kinds, repeat(Herald))))
-        if not at:
-            return False
-        in_force, first = self.in_force, at[0]
-        if in_force.active:
-            if len(in_force.active) != 1 or in_force.rows_left != first or in_force.time_left != math.inf:
-                return False
-        elif self.pid != ANONYMOUS:
-            return False
-        heralds = list(map(batch.__getitem__, at))
-        lifespans = list(map(_LIFESPAN, heralds))
-        if not all(map(eq, map(_KIND, lifespans), repeat(COUNT))):
-            return False
-        starts = list(map(add, at, repeat(1)))
-        stops = at[1:]
-        stops.append(n)
-        gaps = list(map(sub, stops, starts))
-        counts = list(map(_VALUE, lifespans))
-        if counts[:-1] != gaps[:-1] or counts[-1] < gaps[-1] or not gaps[-1]:
-            return False
-        closed = self.closed
-        if first:
-            out.append(_tuple_new(Partition, (self.pid, in_force.merged, batch[:first])))
-            if in_force.active:
-                in_force.consume(first)  # runs out exactly here
-                closed.append(self.pid)
-        pids = range(self.next_pid, self.next_pid + len(at))
-        out += map(_tuple_new, repeat(Partition), zip(pids, map(_PATTERNS, heralds), map(batch.__getitem__, map(slice, starts, stops))))
-        closed += pids[:-1]
-        self.heralds_seen += len(at)
-        self.next_pid += len(at)
-        self.pid = pids[-1]
-        in_force.arrive(heralds[-1])
-        if in_force.consume(gaps[-1]):
-            closed.append(self.pid)
-            self.pid = ANONYMOUS
-        return True
 
     def _herald(self, herald: Herald) -> None:
         if herald.lifespan.kind == "time" and self.ts_index is None:

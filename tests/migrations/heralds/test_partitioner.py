@@ -124,34 +124,3 @@ def test_heralds_beside_the_batch_partition_like_punctuation_rows(seed, n, heral
                 seen += 1
         assert beside.feed(rows, marks) == inline.feed(batch)
         assert beside.closed == inline.closed
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(1, 6), st.sampled_from([0, 0, 0, -1, 1, math.inf]), st.booleans()), max_size=25),
-    st.lists(st.integers(1, 12), max_size=3),
-)
-def test_batches_of_exactly_counted_heralds_partition_as_the_general_path_does(partitions, sizes) -> None:
-    # count heralds that mostly cover exactly their rows (the common case taken in one pass), sometimes one
-    # fewer or more or forever (the general path), sometimes after anonymous rows
-    stream, ts = [], 0
-    for size, error, anonymous in partitions:
-        if anonymous:
-            stream.append((0, 0, ts))
-            ts += 1
-        stream.append(Herald.of({"a": Range(0, size)}, count=max(1, size + error) if error != math.inf else math.inf))
-        for _ in range(size):
-            stream.append((size, 0, ts))
-            ts += 1
-    fast, general = Partitioner(POSITION), Partitioner(POSITION)
-    general._counted = lambda *args: False
-    for batch in chunks(stream, sizes):
-        try:
-            expected = general.feed(batch)
-        except HeraldConflict:
-            return  # a herald still in force contradicts the next one: not a stream the model allows
-        assert fast.feed(batch) == expected
-        assert fast.closed == general.closed and (fast.pid, fast.next_pid) == (general.pid, general.next_pid)
-        f, g = fast.in_force, general.in_force
-        assert (f.merged, f.rows_left, f.time_left, len(f.active)) == (g.merged, g.rows_left, g.time_left, len(g.active))
-    assert [r for q in fast.feed([]) for r in q.rows] == []
