@@ -35,7 +35,6 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from functools import lru_cache
-from itertools import accumulate, chain
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -52,8 +51,6 @@ _PASS, _SKIP, _EVALUATE = JoinAction.PASS, JoinAction.SKIP, JoinAction.EVALUATE
 _PASSED, _SKIPPED = (_PASS, None, _PASS.value), (_SKIP, None, _SKIP.value)
 _NOTHING: frozenset[int] = frozenset()
 _NAME = itemgetter(4)
-_PID, _HERALD, _ROWS = itemgetter(0), itemgetter(1), itemgetter(2)
-_SLOT_NAME, _DEAD, _FULL = itemgetter(0), itemgetter(1), itemgetter(2)
 _EVALUATE_FLAG = _EVALUATE.value
 """Modes: (action, compiled residual for evaluate, the action's flag)."""
 
@@ -286,8 +283,6 @@ class MultiModalBatchJoin(WindowedJoin):
             their runs are entered as the loop goes, since nothing reads this side's state meanwhile."""
             base = len(mine.rows)
             mruns = mine.runs
-            if parts and self._all_whole(side, parts, names, whole, base, mine, other, ts_index, out):
-                continue
             last = mruns[-1] if mruns else None
             dropped = wholes = begun = 0
             for part in parts:
@@ -335,38 +330,6 @@ class MultiModalBatchJoin(WindowedJoin):
             mine.rows += stored
             mine.ts += map(itemgetter(ts_index), stored)
         return out
-
-    def _all_whole(
-        self, side: int, parts: list[Partition], names: set[int], whole: list[list], base: int, mine: _Side, other: _Side,
-        ts_index: int, out: list[Joined],
-    ) -> bool:
-        """The common case at a low drop rate, in C-level passes over the batch rather than a Python step per slice:
-        every slice carries a herald already looked up (a slot), none is empty or dead alone, and each is known to
-        meet every name in the other side's window in the full predicate's mode. Then the side's slices probe the
-        window as one group, as the plain join does, and enter the state as runs. False (nothing done) otherwise:
-        the loop in ``process`` decides slice by slice."""
-        heralds = list(map(_HERALD, parts))
-        slots = list(map(self._slots[side].get, heralds))
-        if not all(slots) or any(map(_DEAD, slots)) or not all(map(names.issubset, map(_FULL, slots))):
-            return False
-        lens = list(map(len, map(_ROWS, parts)))
-        if not all(lens):
-            return False
-        stored = list(chain.from_iterable(map(_ROWS, parts)))
-        if whole:
-            self._probe_groups(side, stored, heralds, whole, other, ts_index, out)
-        ends = list(accumulate(lens, initial=base))
-        runs = list(map(list, zip(map(_PID, parts), heralds, ends, ends[1:], map(_SLOT_NAME, slots))))
-        mruns = mine.runs
-        if mruns and mruns[-1][0] == runs[0][0]:  # the first slice continues the side's last partition
-            mruns[-1][3] = runs[0][3]
-            del runs[0]
-        mruns += runs
-        mine.rows += stored
-        mine.ts += map(itemgetter(ts_index), stored)
-        self._work[1] += len(stored) * len(other.rows)
-        self._met[_EVALUATE_FLAG] += len(parts) * len(other.runs)
-        return True
 
     def _slot(self, side: int, part: Partition) -> list:
         """What the per-slice path needs of a herald, looked up once: [name, dead, the names it meets in full]."""
