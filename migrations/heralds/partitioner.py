@@ -22,7 +22,7 @@ import math
 from bisect import bisect_left
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from .herald import COUNT, Herald, HeraldViolation, InForce, Patterns
+from .herald import Herald, HeraldViolation, InForce, Patterns
 
 ANONYMOUS = 0
 _tuple_new = tuple.__new__
@@ -105,16 +105,7 @@ class Partitioner:
                 else:
                     self._rows(batch, start, stop, out)
             if stop < n:
-                herald = batch[stop]
-                if herald.lifespan.kind == COUNT:  # ``_herald`` inline: the one check it needs is for time
-                    self.heralds_seen += 1
-                    in_force.arrive(herald)
-                    if self.pid != ANONYMOUS:
-                        self.closed.append(self.pid)
-                    self.pid = self.next_pid
-                    self.next_pid += 1
-                else:
-                    self._herald(herald)
+                self._herald(batch[stop])
             start = stop + 1
         return out
 
