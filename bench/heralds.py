@@ -117,14 +117,11 @@ def run_regular_select(rows: list) -> list:
 def run_herald_select(stream: list) -> tuple[list, MultiModalSelect]:
     partitioner = Partitioner(POSITION)
     select = MultiModalSelect(SELECT, POSITION)
-    process = select.process
+    process = select.process_all
     out = []
     for i in range(0, len(stream), BATCH):
-        for part in partitioner.feed(stream[i : i + BATCH]):
-            result = process(part)
-            if result is not None:
-                out.extend(result.rows)
-        select.release(partitioner.closed)
+        for result in process(partitioner.feed(stream[i : i + BATCH]), partitioner.closed):
+            out += result.rows
     return out, select
 
 
@@ -145,14 +142,11 @@ def beside(stream: list) -> list[tuple[list, list]]:
 def run_herald_select_beside(batches: list[tuple[list, list]]) -> tuple[list, MultiModalSelect]:
     partitioner = Partitioner(POSITION)
     select = MultiModalSelect(SELECT, POSITION)
-    process = select.process
+    process = select.process_all
     out = []
     for rows, marks in batches:
-        for part in partitioner.feed(rows, marks):
-            result = process(part)
-            if result is not None:
-                out.extend(result.rows)
-        select.release(partitioner.closed)
+        for result in process(partitioner.feed(rows, marks), partitioner.closed):
+            out += result.rows
     return out, select
 
 
@@ -253,12 +247,11 @@ def run_herald_select_join(left: list, right: list, window: float) -> tuple[list
     """L ⋈ σ(R): the select keeps partition ids, and the join is configured by them (§V.D)."""
     join = MultiModalBatchJoin(JOIN, JOIN_POSITION, JOIN_POSITION, window=window)
     select = MultiModalSelect(R_SELECT, JOIN_POSITION)
-    process = select.process
+    process = select.process_all
     lp, rp = Partitioner(JOIN_POSITION), Partitioner(JOIN_POSITION)
     out: list = []
     for lb, rb in zip(left, right):
-        selected = [p for p in map(process, rp.feed(rb)) if p is not None]
-        select.release(rp.closed)
+        selected = process(rp.feed(rb), rp.closed)
         for chunk in join.process(lp.feed(lb), selected):
             out += chunk.pairs
     return out, join

@@ -123,19 +123,6 @@ class _Side:
         else:
             runs.append([pid, patterns, start, len(self.rows), name])
 
-    def extend(self, rows: list[Row], marks: list[tuple], ts_index: int) -> None:
-        """A batch's stored slices at once: ``rows`` concatenated, ``marks`` (pid, patterns, count, name) each."""
-        end = len(self.rows)
-        self.rows += rows
-        self.ts += map(itemgetter(ts_index), rows)
-        runs = self.runs
-        for pid, patterns, count, name in marks:
-            start, end = end, end + count
-            if runs and runs[-1][0] == pid:
-                runs[-1][3] = end
-            else:
-                runs.append([pid, patterns, start, end, name])
-
     def expire(self, horizon: Any) -> None:
         """Drop the rows with ts ≤ horizon, and the runs left empty."""
         cut = bisect_right(self.ts, horizon)
@@ -292,8 +279,11 @@ class MultiModalBatchJoin(WindowedJoin):
             """The heralds of the slices probing together, hulled only if a consumer asks (``Joined``)."""
             plan: list[list] | None = None
             stored: list[Row] = []
-            marks: list[tuple] = []
-            """This side's slices join its state after the loop, in one extend (the loop probes the other side)."""
+            """This side's slices join its state after the loop, in one extend (the loop probes the other side);
+            their runs are entered as the loop goes, since nothing reads this side's state meanwhile."""
+            base = len(mine.rows)
+            mruns = mine.runs
+            last = mruns[-1] if mruns else None
             dropped = wholes = begun = 0
             for part in parts:
                 pid, herald, prows = part
@@ -324,15 +314,21 @@ class MultiModalBatchJoin(WindowedJoin):
                     if plan:  # the slices since ``begun`` probe together
                         self._probe_groups(side, stored[begun:], patterns, plan, other, ts_index, out)
                     begun, patterns, plan = len(stored), [theirs], groups
+                at = base + len(stored)
                 stored += prows
-                marks.append((pid, herald, len(prows), name))
+                if last is not None and last[0] == pid:
+                    last[3] = base + len(stored)
+                else:
+                    last = [pid, herald, at, base + len(stored), name]
+                    mruns.append(last)
             self.dropped += dropped
             work[0] += dropped * len(other.rows)
             work[1] += (dropped + len(stored)) * len(other.rows)
             met[_EVALUATE_FLAG] += wholes * len(runs)
             if plan:
                 self._probe_groups(side, stored[begun:] if begun else stored, patterns, plan, other, ts_index, out)
-            mine.extend(stored, marks, ts_index)
+            mine.rows += stored
+            mine.ts += map(itemgetter(ts_index), stored)
         return out
 
     def _slot(self, side: int, part: Partition) -> list:

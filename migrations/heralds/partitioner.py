@@ -85,15 +85,25 @@ class Partitioner:
             if start < n:
                 self._rows(batch, start, n, out)
             return out
-        kinds = list(map(type, batch))
+        index = list(map(type, batch)).index
+        in_force = self.in_force
+        inf, check = math.inf, self.check
         start = 0
         while start <= n:
             try:
-                stop = kinds.index(Herald, start)
+                stop = index(Herald, start)
             except ValueError:
                 stop = n
             if stop > start:
-                self._rows(batch, start, stop, out)
+                left = in_force.rows_left
+                if left >= stop - start and in_force.time_left == inf and not check:
+                    # the common case, inline: the rows up to the next herald are one slice of the partition
+                    # in force (a count herald covering them all, or none)
+                    out.append(_tuple_new(Partition, (self.pid, in_force.merged, batch[start:stop])))
+                    if left != inf and in_force.consume(stop - start):
+                        self._new_partition()
+                else:
+                    self._rows(batch, start, stop, out)
             if stop < n:
                 self._herald(batch[stop])
             start = stop + 1

@@ -36,6 +36,28 @@ def test_select_with_heralds_equals_the_plain_select(seed, n, heralds, predicate
     assert out == regular_select(strip_heralds(stream), predicate, POSITION)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 10**6),
+    st.integers(0, 120),
+    st.integers(0, 25),
+    st.lists(atoms(NAMES), min_size=1, max_size=4),
+    st.lists(st.integers(1, 13), max_size=3),
+)
+def test_a_batch_selected_at_once_equals_its_slices_selected_one_by_one(seed, n, heralds, predicate, sizes) -> None:
+    stream = punctuated_stream(seed, n, heralds=heralds, time_share=0.4, slack=0.5)
+    one, batch = MultiModalSelect(predicate, POSITION), MultiModalSelect(predicate, POSITION)
+    partitioner = Partitioner(POSITION, ts="ts")
+    for chunk in chunks(stream, sizes):
+        parts = partitioner.feed(chunk)
+        expected = [q for q in map(one.process, parts) if q is not None]
+        one.release(partitioner.closed)
+        got = batch.process_all(parts, partitioner.closed)
+        assert [(q.pid, q.herald, list(q.rows)) for q in got] == [(q.pid, q.herald, list(q.rows)) for q in expected]
+        assert batch.control.keys() == one.control.keys()
+    assert batch.tuples == one.tuples and batch.decisions == one.decisions and batch.partitions == one.partitions
+
+
 def test_one_select_serves_three_logical_plans_by_partition_id() -> None:
     select = MultiModalSelect(conjunction(("a", ">=", 25), ("a", "<=", 32), ("b", "<", 5)), POSITION)
     partitioner = Partitioner(POSITION)
