@@ -46,7 +46,7 @@ from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, de
 
 from . import feedback
 from .forecasting import forecast_d, rising_streams
-from .ramp import staged_cuts
+from .ramp import cut_reserve, staged_cuts
 from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluated_shares, fractions_of, key_match,
                     longest_window, same_settings, settings_of)
@@ -548,12 +548,13 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     if feedback.signature(problem) != state.feedback.decided:
         changed = None  # other corrections: the policy's incremental state was computed on other estimates
     policy_state = None if changes.model else state.policy_state  # a rebuilt model makes the old state meaningless
+    live = setup.migration.strategy == "genmig"
+    deciding = cut_reserve(problem, bounds, stream_d) if live and setup.forecast.enabled else bounds
     started = timer()
-    decision = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
+    decision = setup.policy.decide(PolicyInput(problem, deciding, now, stream_d, policy_state, changed))
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
-    live = setup.migration.strategy == "genmig"
     guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)
     guarded = hold_small_cuts(problem, bounds, guarded, running, stream_d, live, state.feedback.over_since is not None)
     fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live, hysteresis=rails.hysteresis)

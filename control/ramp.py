@@ -22,6 +22,16 @@ bound:
    to the deepest setting of the decision whose trajectory peak fits, or to
    their minimum when none does (the rate at the drain is the forecast's).
 
+Staging alone cannot hold the bound when the ramp is told late (the
+trend test needs some 17 s of the plant's ramp ×4, and by then the window of
+the rising query has filled with the rising rate): every cut then starts a
+new plan beside an old one that is already near the bound. So, while
+forecasting is on and changes migrate live, the policy decides on a usable
+bound lowered by the *cut reserve* (``cut_reserve``): the state of every query
+at its minimum window at the rates decided on, the room the new plans of a
+cut to the minimum fill while the old plans drain. With it, the cut a ramp
+needs can start whenever the ramp is told, and its transient fits.
+
 Pure: the fractions, the lags and the times come in.
 """
 
@@ -34,6 +44,18 @@ import numpy as np
 from armd.policies.guardrails import Guarded, Running
 from armd.policies.problem import Bounds, Problem
 from armd.policies.trajectory import predict
+
+
+def cut_reserve(problem: Problem, bounds: Bounds, stream_d: np.ndarray, fd: np.ndarray | None = None) -> Bounds:
+    """``bounds`` with the usable memory lowered by the state of every query at its minimum (see the module docstring).
+
+    Unchanged when that state is half the usable bound or more: the minimum is then what any cut reaches anyway.
+    """
+    lowest = np.zeros(len(problem.queries))
+    room = float(problem.evaluate(lowest, lowest, stream_d, fd=fd).total_memory)
+    if not (0 < room < bounds.usable_memory / 2):
+        return bounds
+    return replace(bounds, memory=bounds.memory - room / (1.0 - bounds.reserve))
 
 
 def peak(problem: Problem, bounds: Bounds, running: Running, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray,
