@@ -58,6 +58,17 @@ def cut_reserve(problem: Problem, bounds: Bounds, stream_d: np.ndarray, fd: np.n
     return replace(bounds, memory=bounds.memory - room / (1.0 - bounds.reserve))
 
 
+def deciding_bounds(problem: Problem, bounds: Bounds, running: Running | None, stream_d: np.ndarray) -> Bounds:
+    """The bounds the policy decides on: with the cut reserve while the settings in force fit ``bounds``.
+
+    When they do not (a burst, a ramp told), the decision is the cut the bounds need, as deep as it was without a
+    reserve: cutting deeper for a reserve then costs one more migration per query cut (and one more growth after).
+    """
+    if running is not None and not bool(problem.evaluate(running.fw, running.fg, stream_d, fd=running.fd).fits(bounds)):
+        return bounds
+    return cut_reserve(problem, bounds, stream_d)
+
+
 def peak(problem: Problem, bounds: Bounds, running: Running, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray,
          lag: np.ndarray, now: float, fd: np.ndarray | None) -> float:
     """The highest memory on the live-migration path from the settings in force to (fw, fg), at ``stream_d``."""
@@ -75,7 +86,7 @@ def staged_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running: Run
     """
     if running is None or lag is None or not rising:
         return guarded, None
-    readers = _readers(problem, rising)
+    readers = _growing(problem, _readers(problem, rising), rising, stream_d, running)
     if not readers.any():
         return guarded, None
     usable = bounds.usable_memory
@@ -101,6 +112,22 @@ def staged_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running: Run
         if peak(problem, bounds, running, fw, fg, stream_d, lag, now, guarded.fd) <= usable:
             break
     return _with(problem, guarded, fw, fg, stream_d), "rising queries cut"
+
+
+def _growing(problem: Problem, readers: np.ndarray, rising: frozenset[str], stream_d: np.ndarray, running: Running) -> np.ndarray:
+    """Of the ``readers`` of a rising stream, those whose state grows with its rate (at the settings in force).
+
+    A count per key whose keys all turn up in every granule already holds every group it can: its state does not
+    grow with the rate, so it drains like the queries that read no rising stream and is cut with them.
+    """
+    names = problem.batch.stream_names
+    faster = stream_d.copy()
+    for i, name in enumerate(names):
+        if name in rising:
+            faster[i] = stream_d[i] / 2.0
+    now = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
+    later = problem.evaluate(running.fw, running.fg, faster, with_qos=False, fd=running.fd).query_memory
+    return readers & (later > now * 1.01)
 
 
 def _readers(problem: Problem, streams: frozenset[str]) -> np.ndarray:

@@ -80,3 +80,16 @@ def test_the_cut_reserve_keeps_room_for_a_cut_to_the_minimum_to_start_at_any_tim
     assert emergency_peak(reserved) <= bounds.usable_memory
     assert cut_reserve(p, Bounds(memory=float(lowest.total_memory) * 1.5, cpu=1e12), d) == \
         Bounds(memory=float(lowest.total_memory) * 1.5, cpu=1e12)  # the minimum is half the bound: no reserve
+
+
+def test_no_cut_reserve_while_the_settings_in_force_break_the_bound():
+    # A burst: the cut the bound needs is made as deep as without a reserve (a deeper one costs a migration more).
+    from armd.control.ramp import cut_reserve, deciding_bounds
+
+    p = problem()
+    d = np.array([20.0, 50.0])
+    at_max = Running(np.ones(2), np.zeros(2), np.full(2, np.nan))
+    roomy = Bounds(memory=float(p.evaluate(np.ones(2), np.zeros(2), d).total_memory) * 1.3 / 0.9, cpu=1e12, reserve=0.1)
+    assert deciding_bounds(p, roomy, at_max, d) == cut_reserve(p, roomy, d) != roomy
+    burst = np.array([5.0, 50.0])  # "up" ×4
+    assert deciding_bounds(p, roomy, at_max, burst) == roomy
