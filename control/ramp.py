@@ -15,8 +15,9 @@ decision's predicted trajectory, at the forecast rates, breaks the usable
 bound:
 
 1. the growths of the decision wait, and if the path still breaks the
-   bound, the queries that read no rising stream are cut to their minimum
-   window (a cut they would need anyway as the rate goes on rising), and the
+   bound, the queries that read no rising stream (or whose state does not
+   grow with its rate: a count per key whose keys fill every granule) are
+   cut to their minimum window (a cut they would need anyway as the rate goes on rising), and the
    cuts of the queries reading a rising stream wait;
 2. once those cuts have drained, the queries reading a rising stream are cut
    to the deepest setting of the decision whose trajectory peak fits, or to
