@@ -296,7 +296,8 @@ def priced_as_plant(controller: Controller) -> None:
 def timeline_of(store: SqlStore, applier: SimulatedGenMig, measured: Mapping[int, Mapping[str, float]]) -> list[dict[str, Any]]:
     """What happened, in order: each decision as the store recorded it (trigger, the feedback factors per query,
     the measured state per query then against the decision's corrected estimate of its chosen settings, the chosen
-    windows, whether it changed anything) and what the applier did (applies, migration steps)."""
+    windows, whether it changed anything, the forecast and ramp stage), what the applier did (applies, migration steps)
+    and each second's total measured state."""
     out: list[dict[str, Any]] = []
     for d in reversed(store.decisions(limit=1_000_000)):
         at = d["at"] if isinstance(d["at"], datetime) else datetime.fromisoformat(str(d["at"]))
@@ -310,8 +311,10 @@ def timeline_of(store: SqlStore, applier: SimulatedGenMig, measured: Mapping[int
             "estimated_bytes": {q: round(v["estimated_memory_bytes"]) for q, v in queries.items()},
             "windows_ms": {q: v["applied"].get("windows") for q, v in queries.items()},
             "guardrails": {q: v["guardrail"] for q, v in queries.items() if v.get("guardrail")},
+            **({"forecast": forecast} if (forecast := (d["outputs"] or {}).get("forecast")) else {}),
         })
     out += [dict(e) for e in applier.log]
+    out += [{"t": t, "kind": "state", "bytes": round(sum(b.values()))} for t, b in measured.items()]
     return sorted(out, key=lambda e: e["t"])  # stable: a second's decision before what it applied
 
 

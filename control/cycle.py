@@ -40,13 +40,14 @@ from armd.policies.guardrails import Guarded, Running, guard
 from armd.policies.join_order import JoinOrderState, JoinStats
 from armd.policies.join_order import decide as decide_join_order
 from armd.policies.problem import Problem
+from armd.policies.ramp import Trend
 from armd.policies.staging import Staging
 from armd.policies.trajectory import predict
 from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, decision_due
 
 from . import feedback
 from .forecasting import forecast_d, rising_streams
-from .ramp import staged_cuts
+from .ramp import deciding_bounds, staged_cuts
 from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluated_shares, fractions_of, key_match,
                     longest_window, same_settings, settings_of)
@@ -426,7 +427,7 @@ def decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, *,
         trigger = "periodic"
     if not admitted:
         return replace(done, state=replace(state, last_decision_at=now))
-    return _decide(setup, model, state, snapshot, done, admitted, stream_d, trigger, changes, proposals, frozenset(rising),
+    return _decide(setup, model, state, snapshot, done, admitted, stream_d, trigger, changes, proposals, rising,
                    make_id(), timer)
 
 
@@ -530,11 +531,12 @@ def _choose_join_orders(setup: Setup, model: Model, state: CycleState, snapshot:
 
 
 def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, done: Tick, admitted: list[str],
-            stream_d: np.ndarray, trigger: str, changes: Changes, proposals: list[JoinOrderChange], rising: frozenset[str],
+            stream_d: np.ndarray, trigger: str, changes: Changes, proposals: list[JoinOrderChange], rising: Mapping[str, Trend],
             decision_id: str, timer: Callable[[], float]) -> Tick:
     """Decide, guard and stage; the desired settings of every query whose settings or join order change.
 
-    ``rising``: the streams whose rate rises significantly now (``rising_streams``), for the ramp's staged cuts."""
+    ``rising``: the streams whose rate rises significantly now and their trend (``rising_streams``), for the forecast
+    and the ramp's staged cuts."""
     state, readmitted = _readmit(setup, model, state, stream_d)
     if readmitted:
         admitted = state.admitted(model)
@@ -542,18 +544,20 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         changes |= Changes(queries=True)
     problem = feedback.corrected(model.problem_of(admitted), state.feedback, setup.feedback)
     bounds, rails, now, at = feedback.with_margin(setup.bounds, state.feedback, setup.feedback), setup.rails, snapshot.now, snapshot.at
-    stream_d, forecasts = forecast_d(setup, model, state.history, snapshot.running, admitted, stream_d)
+    stream_d, forecasts = forecast_d(setup, model, state.history, snapshot.running, admitted, stream_d, rising)
     in_force = snapshot.running
     changed = None if changes.queries or changes.bounds or changes.model else state.rates.drifted()
     if feedback.signature(problem) != state.feedback.decided:
         changed = None  # other corrections: the policy's incremental state was computed on other estimates
     policy_state = None if changes.model else state.policy_state  # a rebuilt model makes the old state meaningless
+    live = setup.migration.strategy == "genmig"
+    deciding = deciding_bounds(problem, bounds, _running(problem, snapshot), stream_d) if live and setup.forecast.enabled \
+        else bounds
     started = timer()
-    decision = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
+    decision = setup.policy.decide(PolicyInput(problem, deciding, now, stream_d, policy_state, changed))
     running = _running(problem, snapshot)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
-    live = setup.migration.strategy == "genmig"
     guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)
     guarded = hold_small_cuts(problem, bounds, guarded, running, stream_d, live, state.feedback.over_since is not None)
     fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live, hysteresis=rails.hysteresis)
@@ -563,7 +567,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     guarded = fitted
     ramp_stage = None
     if live and running is not None:
-        guarded, ramp_stage = staged_cuts(problem, bounds, guarded, running, stream_d, _lag(setup, problem), now, rising,
+        guarded, ramp_stage = staged_cuts(problem, bounds, guarded, running, stream_d, _lag(setup, problem), now, frozenset(rising),
                                           _draining(setup, problem, snapshot, now))
     duration_ms = (timer() - started) * 1e3
 

@@ -20,7 +20,7 @@ from .ports import QuerySettings
 
 
 def forecast_d(setup: Setup, model: Model, history: RateHistory, running: Mapping[str, QuerySettings], admitted: list[str],
-               stream_d: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+               stream_d: np.ndarray, rising: Mapping[str, Trend] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """The d to decide on: each stream's measured d, or the d of its rate forecast at the horizon when that is higher.
 
     The horizon is the configured one, else the adaptation delay: the longest
@@ -42,10 +42,16 @@ def forecast_d(setup: Setup, model: Model, history: RateHistory, running: Mappin
         ahead = forecast(history.points.get(stream, ()), horizon, rules.min_history)
         if ahead is None:
             continue
-        rises = ahead.rate > measured
+        rate, method = ahead.rate, ahead.method
+        ramp = (rising or {}).get(stream)
+        if ramp is not None and ramp.ahead(horizon) > rate:
+            # A significant ramp: its fitted line, on the raw counts of the trend window, where Holt's smoothed
+            # level and trend still lag it (at the plant's ramp ×4, 17 s in: 62/s forecast 32 s ahead, 111/s real).
+            rate, method = ramp.ahead(horizon), "trend"
+        rises = rate > measured
         if rises:
-            used[i] = 1.0 / (ahead.rate * unit)
-        streams[stream] = {"measured_rate": measured, "forecast_rate": ahead.rate, "method": ahead.method, "used": rises}
+            used[i] = 1.0 / (rate * unit)
+        streams[stream] = {"measured_rate": measured, "forecast_rate": rate, "method": method, "used": rises}
     return used, {"horizon_seconds": horizon, "streams": streams}
 
 

@@ -15,12 +15,23 @@ decision's predicted trajectory, at the forecast rates, breaks the usable
 bound:
 
 1. the growths of the decision wait, and if the path still breaks the
-   bound, the queries that read no rising stream are cut to their minimum
-   window (a cut they would need anyway as the rate goes on rising), and the
+   bound, the queries that read no rising stream (or whose state does not
+   grow with its rate: a count per key whose keys fill every granule) are
+   cut to their minimum window (a cut they would need anyway as the rate goes on rising), and the
    cuts of the queries reading a rising stream wait;
 2. once those cuts have drained, the queries reading a rising stream are cut
    to the deepest setting of the decision whose trajectory peak fits, or to
    their minimum when none does (the rate at the drain is the forecast's).
+
+Staging alone cannot hold the bound when the ramp is told late (the
+trend test needs some 17 s of the plant's ramp ×4, and by then the window of
+the rising query has filled with the rising rate): every cut then starts a
+new plan beside an old one that is already near the bound. So, while
+forecasting is on and changes migrate live, the policy decides on a usable
+bound lowered by the *cut reserve* (``cut_reserve``): the state of every query
+at its minimum window at the rates decided on, the room the new plans of a
+cut to the minimum fill while the old plans drain. With it, the cut a ramp
+needs can start whenever the ramp is told, and its transient fits.
 
 Pure: the fractions, the lags and the times come in.
 """
@@ -34,6 +45,29 @@ import numpy as np
 from armd.policies.guardrails import Guarded, Running
 from armd.policies.problem import Bounds, Problem
 from armd.policies.trajectory import predict
+
+
+def cut_reserve(problem: Problem, bounds: Bounds, stream_d: np.ndarray, fd: np.ndarray | None = None) -> Bounds:
+    """``bounds`` with the usable memory lowered by the state of every query at its minimum (see the module docstring).
+
+    Unchanged when that state is half the usable bound or more: the minimum is then what any cut reaches anyway.
+    """
+    lowest = np.zeros(len(problem.queries))
+    room = float(problem.evaluate(lowest, lowest, stream_d, fd=fd).total_memory)
+    if not (0 < room < bounds.usable_memory / 2):
+        return bounds
+    return replace(bounds, memory=bounds.memory - room / (1.0 - bounds.reserve))
+
+
+def deciding_bounds(problem: Problem, bounds: Bounds, running: Running | None, stream_d: np.ndarray) -> Bounds:
+    """The bounds the policy decides on: with the cut reserve while the settings in force fit ``bounds``.
+
+    When they do not (a burst, a ramp told), the decision is the cut the bounds need, as deep as it was without a
+    reserve: cutting deeper for a reserve then costs one more migration per query cut (and one more growth after).
+    """
+    if running is not None and not bool(problem.evaluate(running.fw, running.fg, stream_d, fd=running.fd).fits(bounds)):
+        return bounds
+    return cut_reserve(problem, bounds, stream_d)
 
 
 def peak(problem: Problem, bounds: Bounds, running: Running, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray,
@@ -53,7 +87,7 @@ def staged_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running: Run
     """
     if running is None or lag is None or not rising:
         return guarded, None
-    readers = _readers(problem, rising)
+    readers = _growing(problem, _readers(problem, rising), rising, stream_d, running)
     if not readers.any():
         return guarded, None
     usable = bounds.usable_memory
@@ -79,6 +113,22 @@ def staged_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running: Run
         if peak(problem, bounds, running, fw, fg, stream_d, lag, now, guarded.fd) <= usable:
             break
     return _with(problem, guarded, fw, fg, stream_d), "rising queries cut"
+
+
+def _growing(problem: Problem, readers: np.ndarray, rising: frozenset[str], stream_d: np.ndarray, running: Running) -> np.ndarray:
+    """Of the ``readers`` of a rising stream, those whose state grows with its rate (at the settings in force).
+
+    A count per key whose keys all turn up in every granule already holds every group it can: its state does not
+    grow with the rate, so it drains like the queries that read no rising stream and is cut with them.
+    """
+    names = problem.batch.stream_names
+    faster = stream_d.copy()
+    for i, name in enumerate(names):
+        if name in rising:
+            faster[i] = stream_d[i] / 2.0
+    now = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
+    later = problem.evaluate(running.fw, running.fg, faster, with_qos=False, fd=running.fd).query_memory
+    return readers & (later > now * 1.01)
 
 
 def _readers(problem: Problem, streams: frozenset[str]) -> np.ndarray:

@@ -40,6 +40,12 @@ class Trend:
     z: float
     p: float
     """One-sided p-value of "no rise"."""
+    level: float = math.nan
+    """The fitted line's rate at the last observation (arrivals per second): where the ramp is now."""
+
+    def ahead(self, seconds: float) -> float:
+        """The rate the fitted line reaches ``seconds`` after the last observation."""
+        return self.level + self.slope * seconds
 
 
 def trend(points: tuple[tuple[float, float], ...], window_seconds: float, intervals: float = 1.0) -> Trend | None:
@@ -63,7 +69,7 @@ def trend(points: tuple[tuple[float, float], ...], window_seconds: float, interv
     slope = float(centred @ (r - mean)) / sxx
     se = math.sqrt(mean / intervals * sxx) / sxx
     z = slope / se
-    return Trend(slope, z, float(norm.sf(z)))
+    return Trend(slope, z, float(norm.sf(z)), mean + slope * float(t[-1] - t.mean()))
 
 
 def rising(history: Mapping[str, tuple[tuple[float, float], ...]], window_seconds: float, significance: float,

@@ -4,6 +4,7 @@ cut waits for them to drain, then goes as deep as its migration's peak needs."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from armd.control.ramp import peak, staged_cuts
 from armd.costmodel.plan import parse_plan
@@ -52,3 +53,43 @@ def test_nothing_changes_without_a_rising_stream_or_when_the_path_fits():
     assert staged_cuts(p, roomy, cut, at_max, d, lag, 100_000, frozenset(), np.zeros(2, dtype=bool)) == (cut, None)
     assert staged_cuts(p, roomy, cut, at_max, d, lag, 100_000, frozenset({"up"}), np.zeros(2, dtype=bool)) == (cut, None)
     assert staged_cuts(p, roomy, cut, at_max, d, None, 100_000, frozenset({"up"}), np.zeros(2, dtype=bool)) == (cut, None)
+
+
+def test_the_cut_reserve_keeps_room_for_a_cut_to_the_minimum_to_start_at_any_time():
+    # Deciding on the whole usable bound, the maximum fits and a later cut to the minimum breaks it while both plans
+    # hold state; deciding on the bound lowered by the cut reserve, that cut's peak fits at the same rates.
+    from armd.control.ramp import cut_reserve
+    from armd.policies.weighted import WeightedQoS
+    from armd.policies.base import PolicyInput
+
+    p = problem()
+    d = np.array([20.0, 50.0])
+    lag = np.full(2, 3_000.0)
+    steady = p.evaluate(np.ones(2), np.zeros(2), d)
+    bounds = Bounds(memory=float(steady.total_memory) * 1.05 / 0.9, cpu=1e12, reserve=0.1)
+    lowest = p.evaluate(np.zeros(2), np.zeros(2), d)
+    reserved = cut_reserve(p, bounds, d)
+    assert reserved.usable_memory == pytest.approx(bounds.usable_memory - float(lowest.total_memory))
+
+    def emergency_peak(chosen: Bounds) -> float:
+        decision = WeightedQoS().decide(PolicyInput(p, chosen, 0.0, d))
+        settled = Running(decision.fw, decision.fg, np.full(2, np.nan))
+        return peak(p, bounds, settled, np.zeros(2), np.zeros(2), d, lag, 100_000, None)
+
+    assert emergency_peak(bounds) > bounds.usable_memory
+    assert emergency_peak(reserved) <= bounds.usable_memory
+    assert cut_reserve(p, Bounds(memory=float(lowest.total_memory) * 1.5, cpu=1e12), d) == \
+        Bounds(memory=float(lowest.total_memory) * 1.5, cpu=1e12)  # the minimum is half the bound: no reserve
+
+
+def test_no_cut_reserve_while_the_settings_in_force_break_the_bound():
+    # A burst: the cut the bound needs is made as deep as without a reserve (a deeper one costs a migration more).
+    from armd.control.ramp import cut_reserve, deciding_bounds
+
+    p = problem()
+    d = np.array([20.0, 50.0])
+    at_max = Running(np.ones(2), np.zeros(2), np.full(2, np.nan))
+    roomy = Bounds(memory=float(p.evaluate(np.ones(2), np.zeros(2), d).total_memory) * 1.3 / 0.9, cpu=1e12, reserve=0.1)
+    assert deciding_bounds(p, roomy, at_max, d) == cut_reserve(p, roomy, d) != roomy
+    burst = np.array([5.0, 50.0])  # "up" ×4
+    assert deciding_bounds(p, roomy, at_max, burst) == roomy

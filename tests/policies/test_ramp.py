@@ -4,6 +4,7 @@ steady one and on a falling one."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from armd.policies.ramp import rising, trend
 
@@ -33,3 +34,11 @@ def test_too_few_points_give_no_test():
     assert trend(counts([50.0] * 5), 20.0) is None
     assert trend((), 20.0) is None
     assert trend(tuple((float(i), 0.0) for i in range(20)), 20.0) is None  # no arrivals: nothing to test
+
+
+def test_the_fitted_line_says_where_a_linear_ramp_is_and_will_be():
+    points = tuple((float(t), 50.0 + 1.25 * t) for t in range(30))  # noiseless: 1.25 arrivals/s per second
+    found = trend(points, 20.0)
+    assert found is not None
+    assert found.level == pytest.approx(50.0 + 1.25 * 29)
+    assert found.ahead(32.0) == pytest.approx(50.0 + 1.25 * 61)
