@@ -10,16 +10,9 @@ from armd.adapters.store import applications as apps
 from armd.adapters.store.errors import RecordRejected
 from armd.adapters.store.sql import SqlStore
 from armd.control.ports import QueryRow
+from support.store import store  # noqa: F401 - the fixture
 
 T0 = datetime(2026, 11, 24, 6, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = SqlStore.open(f"sqlite:///{tmp_path}/armd.db")
-    store.upgrade()
-    yield store
-    store.close()
 
 
 def test_applications_register_their_queries_and_the_configuration_sync_leaves_them_alone(store):

@@ -22,12 +22,12 @@ import pytest
 from sqlalchemy import func, select
 from support import REPO
 from support.spark import progress_listener, spark  # noqa: F401
+from support.store import store  # noqa: F401 - the fixture
 
 from armd.adapters.spark.managed import QueryManager
 from armd.adapters.spark.sinks import MemorySink
 from armd.adapters.store import applications as apps
 from armd.adapters.store import models as m
-from armd.adapters.store.sql import SqlStore
 from armd.agent import Agent
 from armd.control.ports import ActualState, DesiredSettings, QuerySettings
 
@@ -93,14 +93,6 @@ def wait(predicate, timeout: float, what: str) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = SqlStore.open(f"sqlite:///{tmp_path}/armd.db")
-    store.upgrade()  # the daemon's armd db upgrade
-    yield store
-    store.close()
 
 
 def test_an_application_registers_reports_and_migrates_by_genmig_exactly(spark, progress_listener, store, tmp_path):  # noqa: F811

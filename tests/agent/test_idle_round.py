@@ -8,7 +8,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
-import pytest
+from support.store import store  # noqa: F401 - the fixture
 
 from armd.adapters.store import applications as apps
 from armd.adapters.store.sql import SqlStore
@@ -17,7 +17,7 @@ from armd.agent.loop import AgentLoop, AppStore
 from armd.agent.pace import DESIRED_EVERY, Pacer
 from armd.agent.report import Reporter
 from armd.control.coordinator import ApplyPorts, Coordinator
-from armd.control.ports import ActualState, DesiredSettings, Observation, QuerySettings, StreamStats
+from armd.control.ports import ActualState, DesiredSettings, Observation, QuerySettings
 from armd.control.reconciler import Reconciler
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -50,14 +50,6 @@ class Applier:
 class Idle:
     def observe(self, at):
         return Observation(at, [])
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = SqlStore.open(f"sqlite:///{tmp_path}/armd.db")
-    store.upgrade()
-    yield store
-    store.close()
 
 
 def agent(store, mode="apply"):

@@ -11,16 +11,18 @@ from armd.migrations.heralds.select import regular_select, strip_heralds
 
 POSITION = {"a": 0, "b": 1, "ts": 2}
 NAMES = ("a", "b")
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+STREAMS = given(
     st.integers(0, 10**6),
     st.integers(0, 120),
     st.integers(0, 25),
     st.lists(atoms(NAMES), min_size=1, max_size=4),
     st.lists(st.integers(1, 13), max_size=3),
 )
+"""A punctuated stream (seed, rows, heralds), a select predicate and the batch sizes it is fed in."""
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@STREAMS
 def test_select_with_heralds_equals_the_plain_select(seed, n, heralds, predicate, sizes) -> None:
     stream = punctuated_stream(seed, n, heralds=heralds, time_share=0.4, slack=0.5)
     partitioner = Partitioner(POSITION, ts="ts")
@@ -37,13 +39,7 @@ def test_select_with_heralds_equals_the_plain_select(seed, n, heralds, predicate
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.integers(0, 10**6),
-    st.integers(0, 120),
-    st.integers(0, 25),
-    st.lists(atoms(NAMES), min_size=1, max_size=4),
-    st.lists(st.integers(1, 13), max_size=3),
-)
+@STREAMS
 def test_a_batch_selected_at_once_equals_its_slices_selected_one_by_one(seed, n, heralds, predicate, sizes) -> None:
     stream = punctuated_stream(seed, n, heralds=heralds, time_share=0.4, slack=0.5)
     one, batch = MultiModalSelect(predicate, POSITION), MultiModalSelect(predicate, POSITION)
