@@ -150,7 +150,7 @@ class Agent:
         """The Spark query each started query was started as."""
         self._pending: dict[str, tuple[Any, ...]] = {}
         self.gate = AdmissionGate(self.store, app, self.log, self._launch)
-        self.view = AppStore(self.store, lambda: set(self.started), keep_desired=True)
+        self.view = AppStore(self.store, lambda: set(self.started))
         ports = ApplyPorts(self.view, self.applier, self._record, self._emit, clock, self.log)
         self.coordinator = Coordinator(ports, memory_bound=float("inf"))
         self.reconciler = Reconciler(ports, self.coordinator)

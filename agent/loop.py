@@ -44,21 +44,20 @@ from .pace import Pacer
 class AppStore(ScopedStore):
     """The store as this application's reconciler sees it: desired and actual rows of its own queries only.
 
-    With ``keep_desired`` the desired rows read are kept until ``forget_desired`` (the agent's loop calls it when a
-    round must read them, ``Pacer.read_desired``), so one round reads them once — for the reconciler and for
-    ``recommend`` alike — and a round with nothing new reads them not at all. A query started since the last read
-    (the set of own queries changed) reads them anew. Without it (simulated applications) every call reads.
+    The desired rows read are kept until ``forget_desired`` (the loop calls it when a round must read them,
+    ``Pacer.read_desired``), so one round reads them once — for the reconciler and for ``recommend`` alike — and a
+    round with nothing new reads them not at all. A query started since the last read (the set of own queries
+    changed) reads them anew.
     """
 
-    def __init__(self, store: Any, queries: Callable[[], set[str] | frozenset[str]], keep_desired: bool = False) -> None:
+    def __init__(self, store: Any, queries: Callable[[], set[str] | frozenset[str]]) -> None:
         super().__init__(store, queries)
-        self.keep_desired = keep_desired
         self._desired: tuple[frozenset[str], dict[str, DesiredSettings]] | None = None
         self.desired_reads = 0
 
     def desired_settings(self) -> dict[str, DesiredSettings]:
         mine = frozenset(self._queries())
-        if self.keep_desired and self._desired is not None and self._desired[0] == mine:
+        if self._desired is not None and self._desired[0] == mine:
             return dict(self._desired[1])
         rows = super().desired_settings()
         self.desired_reads += 1

@@ -58,10 +58,7 @@ def agent(store: SqlStore, app: str, queries: list[str], at: datetime) -> Simple
     """The parts of an ``Agent`` its loop uses, wired as ``Agent.__init__`` wires them."""
     log = KeywordLog("armd.bench.agent_round")
     started: set[str] = set()
-    try:
-        view = AppStore(store, lambda: set(started), keep_desired=True)
-    except TypeError:  # AppStore before it could keep desired rows (to measure the "before" figure)
-        view = AppStore(store, lambda: set(started))
+    view = AppStore(store, lambda: set(started))
     ports = ApplyPorts(view, Applier(), lambda kind, write: write(), lambda *a, **k: None, lambda: at, log)
     coordinator = Coordinator(ports, memory_bound=float("inf"))
     ns = SimpleNamespace(app=app, mode="apply", store=store, log=log, poll_seconds=1.0, stats=Idle(), view=view,
@@ -99,7 +96,7 @@ def run(rounds: int, queries: int, repeats: int, listening: bool) -> dict[str, A
                 at += timedelta(seconds=1)
                 loop.round(at)
             times.append((time.thread_time() - began) / rounds * 1e6)
-            reads = getattr(ns.view, "desired_reads", None)
+            reads = ns.view.desired_reads
     return {"us_per_idle_round": round(statistics.median(times), 1), "repeats": [round(t, 1) for t in times],
             "rounds": rounds, "queries": queries, "desired_reads": reads, "store": "sqlite", "listening": listening}
 

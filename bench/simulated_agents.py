@@ -127,6 +127,8 @@ class SimulatedApp:
         self.reporter.report(at, self.observation(at, seconds))
         if self.on_report is not None:
             self.on_report(self.app, at)
+        if self.pacer.read_desired():  # as the agent's loop reads them (agent/pace.py)
+            self.view.forget_desired()
         self.gate.round()
         if self.mode == "apply":
             self.reconciler.tick()

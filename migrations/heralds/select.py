@@ -27,8 +27,6 @@ from .predicates import Atom, attributes_of, compile_conjunction
 from .predsat import DECISION_CACHE, SELECT_PLANS, SelectReasoner, Verdict
 from .satisfiability import Domain
 
-_tuple_new = tuple.__new__
-
 
 class Action(Enum):
     PASS = 0
@@ -112,45 +110,10 @@ class MultiModalSelect:
         return partition(pid, herald, kept) if kept else None
 
     def process_all(self, parts: Iterable[Partition], closed: Iterable[int] = ()) -> list[Partition]:
-        """``process`` over a batch's slices in one call: the non-empty output slices, in stream order; then
-        the partitions in ``closed`` leave the control table (``release``).
-
-        The same work per slice as ``process`` without a Python call per slice, and a slice of the partition
-        (or of the control entry) of the previous slice reuses its entry without a lookup: the hot path of a
-        plan that partitions a batch and selects it before a join."""
-        out: list[Partition] = []
-        append = out.append
-        control, counts, full, decided = self.control, self._counts, self.full, self._decided
-        configured = 0
-        last_pid = ANONYMOUS
-        flag = _EVALUATE
-        residual: Callable[[Row], bool] | None = full
-        for part in parts:
-            pid, herald, rows = part
-            if pid != last_pid:
-                if pid == ANONYMOUS:
-                    flag, residual = _EVALUATE, full
-                else:
-                    entry = control.get(pid)
-                    if entry is None:
-                        entry = decided.get(herald)  # type: ignore[arg-type]
-                        if entry is None:
-                            entry = self.configure(pid, herald)  # type: ignore[arg-type]
-                        else:  # ``configure``'s cache hit, inline: a new partition under a known herald
-                            control[pid] = entry
-                            configured += 1
-                    flag, residual, _ = entry
-                last_pid = pid
-            counts[flag] += len(rows)
-            if flag == _EVALUATE:
-                kept = [r for r in rows if residual(r)]  # type: ignore[misc]
-                if kept:
-                    append(_tuple_new(Partition, (pid, herald, kept)))
-            elif flag == _PASS:
-                append(part)
-        self.partitions += configured
-        for pid in closed:
-            control.pop(pid, None)
+        """``process`` over a batch's slices: the non-empty output slices, in stream order; then the partitions in
+        ``closed`` leave the control table (``release``)."""
+        out = [q for q in map(self.process, parts) if q is not None]
+        self.release(closed)
         return out
 
     @property

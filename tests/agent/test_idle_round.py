@@ -55,7 +55,7 @@ class Idle:
 def agent(store, mode="apply"):
     """An ``Agent``'s loop parts (as ``Agent.__init__`` wires them) around one started query ``q``."""
     log, started = Log(), set()
-    view = AppStore(store, lambda: set(started), keep_desired=True)
+    view = AppStore(store, lambda: set(started))
     applier = Applier()
     ports = ApplyPorts(view, applier, lambda kind, write: write(), lambda *a, **k: log.info(a[0], message=a[2]), lambda: T0, log)
     coordinator = Coordinator(ports, memory_bound=float("inf"))
