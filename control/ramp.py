@@ -59,12 +59,19 @@ def cut_reserve(problem: Problem, bounds: Bounds, stream_d: np.ndarray, fd: np.n
     return replace(bounds, memory=bounds.memory - room / (1.0 - bounds.reserve))
 
 
-def deciding_bounds(problem: Problem, bounds: Bounds, running: Running | None, stream_d: np.ndarray) -> Bounds:
+def deciding_bounds(problem: Problem, bounds: Bounds, running: Running | None, stream_d: np.ndarray,
+                    falling: bool = False) -> Bounds:
     """The bounds the policy decides on: with the cut reserve while the settings in force fit ``bounds``.
 
     When they do not (a burst, a ramp told), the decision is the cut the bounds need, as deep as it was without a
     reserve: cutting deeper for a reserve then costs one more migration per query cut (and one more growth after).
+    Nor while the state is ``falling`` (a stream stepped down less than a window ago: the end of a burst): the
+    reserve is room for a rise to come, and state that drains by itself makes that room; held against the growth
+    back, it split that growth in two (a count per key with drifting keys still held the burst's groups, so the
+    first growth stopped short and a second one followed once they had gone: one migration more).
     """
+    if falling:
+        return bounds
     if running is not None and not bool(problem.evaluate(running.fw, running.fg, stream_d, fd=running.fd).fits(bounds)):
         return bounds
     return cut_reserve(problem, bounds, stream_d)
