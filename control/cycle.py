@@ -47,7 +47,7 @@ from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, de
 
 from . import feedback
 from .forecasting import forecast_d, rising_streams
-from .ramp import deciding_bounds, staged_cuts
+from .ramp import deciding_bounds, drained_growths, staged_cuts
 from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluated_shares, fractions_of, key_match,
                     longest_window, same_settings, settings_of)
@@ -553,11 +553,13 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         changed = None  # other corrections: the policy's incremental state was computed on other estimates
     policy_state = None if changes.model else state.policy_state  # a rebuilt model makes the old state meaningless
     live = setup.migration.strategy == "genmig"
-    deciding = deciding_bounds(problem, bounds, _running(problem, snapshot), stream_d,
-                               _falling(setup, problem, snapshot, state, now)) if live and setup.forecast.enabled else bounds
+    running = _running(problem, snapshot)
+    deciding = deciding_bounds(problem, bounds, running, stream_d) if live and setup.forecast.enabled else bounds
     started = timer()
     decision = setup.policy.decide(PolicyInput(problem, deciding, now, stream_d, policy_state, changed))
-    running = _running(problem, snapshot)
+    if deciding is not bounds and running is not None and _falling(setup, problem, snapshot, state, now):
+        whole = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
+        decision = drained_growths(problem, stream_d, running, decision, whole)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
     guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)

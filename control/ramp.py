@@ -42,6 +42,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from armd.policies.base import Decision
 from armd.policies.guardrails import Guarded, Running
 from armd.policies.problem import Bounds, Problem
 from armd.policies.trajectory import predict
@@ -59,22 +60,36 @@ def cut_reserve(problem: Problem, bounds: Bounds, stream_d: np.ndarray, fd: np.n
     return replace(bounds, memory=bounds.memory - room / (1.0 - bounds.reserve))
 
 
-def deciding_bounds(problem: Problem, bounds: Bounds, running: Running | None, stream_d: np.ndarray,
-                    falling: bool = False) -> Bounds:
+def deciding_bounds(problem: Problem, bounds: Bounds, running: Running | None, stream_d: np.ndarray) -> Bounds:
     """The bounds the policy decides on: with the cut reserve while the settings in force fit ``bounds``.
 
     When they do not (a burst, a ramp told), the decision is the cut the bounds need, as deep as it was without a
     reserve: cutting deeper for a reserve then costs one more migration per query cut (and one more growth after).
-    Nor while the state is ``falling`` (a stream stepped down less than a window ago: the end of a burst): the
-    reserve is room for a rise to come, and state that drains by itself makes that room; held against the growth
-    back, it split that growth in two (a count per key with drifting keys still held the burst's groups, so the
-    first growth stopped short and a second one followed once they had gone: one migration more).
     """
-    if falling:
-        return bounds
     if running is not None and not bool(problem.evaluate(running.fw, running.fg, stream_d, fd=running.fd).fits(bounds)):
         return bounds
     return cut_reserve(problem, bounds, stream_d)
+
+
+def drained_growths(problem: Problem, stream_d: np.ndarray, running: Running, reserved: Decision, whole: Decision) -> Decision:
+    """While the state drains after a step down: the growths decided on the reserve-lowered bound (``reserved``), each
+    taken as far as the decision on the whole bound (``whole``) takes it.
+
+    The reserve is room for a rise to come; state that drains by itself (the end of a burst) makes that room. Held
+    against the growth back it split that growth in two: a count per key with drifting keys still held the burst's
+    groups, so the first growth stopped short and a second one followed once they had gone (one migration more).
+    Which queries grow stays the reserved decision's: on the whole bound the policy spreads the room over more
+    queries, whose growths the transient then shortens alike, and each of them grows once more later. Taking back the
+    whole decision's other growths only lowers its state, so the result fits wherever ``whole`` does.
+    """
+    grows = (reserved.fw > running.fw) | (reserved.fg > running.fg)
+    other = ~grows & ((whole.fw > running.fw) | (whole.fg > running.fg))
+    if not grows.any():
+        return reserved
+    fw, fg = np.where(other, running.fw, whole.fw), np.where(other, running.fg, whole.fg)
+    outcome = problem.evaluate(fw, fg, stream_d, fd=whole.fd)
+    return replace(whole, fw=fw, fg=fg, outcome=outcome, weighted_qos=float(problem.weighted_qos(outcome.qos)),
+                   state=reserved.state)
 
 
 def peak(problem: Problem, bounds: Bounds, running: Running, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray,

@@ -93,3 +93,25 @@ def test_no_cut_reserve_while_the_settings_in_force_break_the_bound():
     assert deciding_bounds(p, roomy, at_max, d) == cut_reserve(p, roomy, d) != roomy
     burst = np.array([5.0, 50.0])  # "up" ×4
     assert deciding_bounds(p, roomy, at_max, burst) == roomy
+
+
+def test_after_a_step_down_the_growths_of_the_reserved_decision_go_as_far_as_the_whole_bound_allows():
+    # The whole bound's decision grows both queries; only the one the reserved decision grows grows, as far as the
+    # whole bound's decision takes it: one migration, not one now and one each later.
+    from armd.control.ramp import drained_growths
+    from armd.policies.base import Decision
+
+    p = problem()
+    d = np.array([20.0, 50.0])
+    running = Running(np.array([0.0, 0.5]), np.zeros(2), np.full(2, np.nan))
+
+    def decision(fw):
+        outcome = p.evaluate(np.array(fw), np.zeros(2), d)
+        return Decision("test", True, np.array(fw), np.zeros(2), outcome, float(p.weighted_qos(outcome.qos)), "", state=fw)
+
+    reserved, whole = decision([0.4, 0.5]), decision([0.8, 0.7])
+    merged = drained_growths(p, d, running, reserved, whole)
+    assert merged.fw.tolist() == [0.8, 0.5] and merged.state == [0.4, 0.5]
+    assert float(merged.outcome.total_memory) < float(whole.outcome.total_memory)
+    still = decision([0.0, 0.5])
+    assert drained_growths(p, d, running, still, whole) is still  # nothing grows: the reserved decision as it is
