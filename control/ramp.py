@@ -31,7 +31,9 @@ forecasting is on and changes migrate live, the policy decides on a usable
 bound lowered by the *cut reserve* (``cut_reserve``): the state of every query
 at its minimum window at the rates decided on, the room the new plans of a
 cut to the minimum fill while the old plans drain. With it, the cut a ramp
-needs can start whenever the ramp is told, and its transient fits.
+needs can start whenever the ramp is told, and its transient fits. Not
+against a growth while state drains after a step down (``drained_growths``):
+that state makes the room by itself.
 
 Pure: the fractions, the lags and the times come in.
 """
