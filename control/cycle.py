@@ -559,7 +559,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     decision = setup.policy.decide(PolicyInput(problem, deciding, now, stream_d, policy_state, changed))
     if deciding is not bounds and running is not None and _falling(setup, problem, snapshot, state, now):
         whole = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
-        decision = drained_growths(problem, stream_d, running, decision, whole)
+        decision = drained_growths(problem, bounds, stream_d, running, decision, whole)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
     guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)

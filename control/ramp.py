@@ -49,6 +49,8 @@ from armd.policies.guardrails import Guarded, Running
 from armd.policies.problem import Bounds, Problem
 from armd.policies.trajectory import predict
 
+from .pricing import STEPS
+
 
 def cut_reserve(problem: Problem, bounds: Bounds, stream_d: np.ndarray, fd: np.ndarray | None = None) -> Bounds:
     """``bounds`` with the usable memory lowered by the state of every query at its minimum (see the module docstring).
@@ -73,24 +75,37 @@ def deciding_bounds(problem: Problem, bounds: Bounds, running: Running | None, s
     return cut_reserve(problem, bounds, stream_d)
 
 
-def drained_growths(problem: Problem, stream_d: np.ndarray, running: Running, reserved: Decision, whole: Decision) -> Decision:
+def drained_growths(problem: Problem, bounds: Bounds, stream_d: np.ndarray, running: Running, reserved: Decision,
+                    whole: Decision) -> Decision:
     """While the state drains after a step down: the growths decided on the reserve-lowered bound (``reserved``), each
-    taken as far as the decision on the whole bound (``whole``) takes it.
+    taken towards the decision on the whole bound (``whole``) as far as the growths' live-migration transient fits.
 
     The reserve is room for a rise to come; state that drains by itself (the end of a burst) makes that room. Held
     against the growth back it split that growth in two: a count per key with drifting keys still held the burst's
     groups, so the first growth stopped short and a second one followed once they had gone (one migration more).
     Which queries grow stays the reserved decision's: on the whole bound the policy spreads the room over more
-    queries, whose growths the transient then shortens alike, and each of them grows once more later. Taking back the
-    whole decision's other growths only lowers its state, so the result fits wherever ``whole`` does.
+    queries, whose growths the transient then shortens alike, and each of them grows once more later. For the same
+    reason the growths go only as far as their old state beside the new settings fits the usable bound (what
+    ``pricing.transient_fit`` would otherwise shorten them to, from the settings in force). Taking back the whole
+    decision's other growths only lowers its state, so the result fits wherever ``whole`` does.
     """
     grows = (reserved.fw > running.fw) | (reserved.fg > running.fg)
-    other = ~grows & ((whole.fw > running.fw) | (whole.fg > running.fg))
     if not grows.any():
         return reserved
-    fw, fg = np.where(other, running.fw, whole.fw), np.where(other, running.fg, whole.fg)
-    outcome = problem.evaluate(fw, fg, stream_d, fd=whole.fd)
-    return replace(whole, fw=fw, fg=fg, outcome=outcome, weighted_qos=float(problem.weighted_qos(outcome.qos)),
+    other = ~grows & ((whole.fw > running.fw) | (whole.fg > running.fg))
+    far_w, far_g = np.where(other, running.fw, whole.fw), np.where(other, running.fg, whole.fg)
+    old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
+    share = np.linspace(0.0, 1.0, STEPS)
+    fw = reserved.fw[:, None] + share * (far_w - reserved.fw)[:, None]
+    fg = reserved.fg[:, None] + share * (far_g - reserved.fg)[:, None]
+    fd = None if whole.fd is None else np.repeat(whole.fd[:, None], STEPS, axis=1)
+    totals = problem.evaluate(fw, fg, stream_d, with_qos=False, fd=fd).total_memory
+    fitting = np.flatnonzero(totals + float(old[grows].sum()) <= bounds.usable_memory)
+    if not fitting.size or fitting[-1] == 0:
+        return reserved
+    k = int(fitting[-1])
+    outcome = problem.evaluate(fw[:, k], fg[:, k], stream_d, fd=whole.fd)
+    return replace(whole, fw=fw[:, k], fg=fg[:, k], outcome=outcome, weighted_qos=float(problem.weighted_qos(outcome.qos)),
                    state=reserved.state)
 
 

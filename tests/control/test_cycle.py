@@ -343,6 +343,7 @@ file = "{plan}"
 window = [5000, 30000]
 [queries.sum_b]
 window = [5000, 30000]
+weight = 100
 """)
     config = load_config(tmp_path / "armd.toml")
     setup = setup_of(config, join_orders=False)
