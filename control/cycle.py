@@ -47,7 +47,7 @@ from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, de
 
 from . import feedback
 from .forecasting import forecast_d, rising_streams
-from .ramp import deciding_bounds, staged_cuts
+from .ramp import deciding_bounds, drained_growths, staged_cuts
 from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluated_shares, fractions_of, key_match,
                     longest_window, same_settings, settings_of)
@@ -260,6 +260,8 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         # A window that saw its input rate step holds a mix of both rates, which the estimate (at the new
         # rate) does not describe either: no ratio from it until a whole window has passed since the step.
         stepped_at = {**state.feedback.stepped_at, **{s: now for s in getattr(rates, "stepped", ())}}
+        fell_at = {**state.feedback.fell_at, **{s: now for s in getattr(rates, "stepped", ())
+                                                  if rates.smoothed.get(s, 0.0) > state.rates.smoothed.get(s, math.inf)}}
         calm = {q for q in measured if q in running and q not in migrating}
         longest = {q: longest_window(plan, q, running[q]) for q in calm
                    if now - max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
@@ -297,7 +299,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             migrating=bool(migrating & set(measured)), stepped=calm - set(longest), projected=projected)
         unmeasured = frozenset(q for q, f in filling.items() if f < feedback.MIN_FILL
                                and (q not in loop.queries or loop.queries[q].memory_at is None))
-        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, at_step=at_step, prior=prior,
+        state = replace(state, feedback=replace(loop, stepped_at=stepped_at, fell_at=fell_at, at_step=at_step, prior=prior,
                                                 unmeasured=unmeasured))
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
@@ -551,11 +553,13 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         changed = None  # other corrections: the policy's incremental state was computed on other estimates
     policy_state = None if changes.model else state.policy_state  # a rebuilt model makes the old state meaningless
     live = setup.migration.strategy == "genmig"
-    deciding = deciding_bounds(problem, bounds, _running(problem, snapshot), stream_d) if live and setup.forecast.enabled \
-        else bounds
+    running = _running(problem, snapshot)
+    deciding = deciding_bounds(problem, bounds, running, stream_d) if live and setup.forecast.enabled else bounds
     started = timer()
     decision = setup.policy.decide(PolicyInput(problem, deciding, now, stream_d, policy_state, changed))
-    running = _running(problem, snapshot)
+    if deciding is not bounds and running is not None and _falling(setup, problem, snapshot, state, now):
+        whole = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
+        decision = drained_growths(problem, bounds, stream_d, running, decision, whole)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)
     guarded, priced = price(setup, problem, guarded, running, snapshot.running, stream_d, (decision.fw, decision.fg))
     guarded, priced = concentrate_cuts(problem, bounds, guarded, running, stream_d, priced, live)
@@ -637,6 +641,18 @@ def _draining(setup: Setup, problem: Problem, snapshot: Snapshot, now: float) ->
         if settings is not None and at is not None and math.isfinite(at):
             out[i] = now - at < longest_window(setup.plan, q, settings) + (0.0 if lag is None else lag[i])
     return out
+
+
+def _falling(setup: Setup, problem: Problem, snapshot: Snapshot, state: CycleState, now: float) -> bool:
+    """Whether some query's measured state is draining: a stream it reads stepped down less than its window in force
+    (+ lag) ago, so its windows still hold state of the faster rate that goes away by itself."""
+    fell, lag = state.feedback.fell_at, _lag(setup, problem)
+    for i, q in enumerate(problem.queries):
+        settings = snapshot.running.get(q)
+        at = max((fell.get(s, -math.inf) for s in _streams(setup.plan, q)), default=-math.inf)
+        if settings is not None and now - at < longest_window(setup.plan, q, settings) + (0.0 if lag is None else lag[i]):
+            return True
+    return False
 
 
 def _running(problem: Problem, snapshot: Snapshot) -> Running | None:

@@ -117,6 +117,9 @@ class FeedbackState:
     """Why a decision is due now (an ineffective adaptation), cleared by the decision."""
     stepped_at: Mapping[str, float] = field(default_factory=dict)
     """Per stream, the model time its rate last stepped (windows holding both rates give no ratio)."""
+    fell_at: Mapping[str, float] = field(default_factory=dict)
+    """Per stream, the model time its rate last stepped *down*: until a window has turned over since, the windows
+    reading it hold state of the faster rate that is going away (``control.ramp.deciding_bounds``)."""
     decided: tuple[tuple[str, float, float], ...] = ()
     """The factors the last decision used (a policy's incremental state is only valid for the same ones)."""
     at_step: Mapping[str, tuple[float, float]] = field(default_factory=dict)

@@ -31,7 +31,9 @@ forecasting is on and changes migrate live, the policy decides on a usable
 bound lowered by the *cut reserve* (``cut_reserve``): the state of every query
 at its minimum window at the rates decided on, the room the new plans of a
 cut to the minimum fill while the old plans drain. With it, the cut a ramp
-needs can start whenever the ramp is told, and its transient fits.
+needs can start whenever the ramp is told, and its transient fits. Not
+against a growth while state drains after a step down (``drained_growths``):
+that state makes the room by itself.
 
 Pure: the fractions, the lags and the times come in.
 """
@@ -42,9 +44,12 @@ from dataclasses import replace
 
 import numpy as np
 
+from armd.policies.base import Decision
 from armd.policies.guardrails import Guarded, Running
 from armd.policies.problem import Bounds, Problem
 from armd.policies.trajectory import predict
+
+from .pricing import STEPS
 
 
 def cut_reserve(problem: Problem, bounds: Bounds, stream_d: np.ndarray, fd: np.ndarray | None = None) -> Bounds:
@@ -68,6 +73,40 @@ def deciding_bounds(problem: Problem, bounds: Bounds, running: Running | None, s
     if running is not None and not bool(problem.evaluate(running.fw, running.fg, stream_d, fd=running.fd).fits(bounds)):
         return bounds
     return cut_reserve(problem, bounds, stream_d)
+
+
+def drained_growths(problem: Problem, bounds: Bounds, stream_d: np.ndarray, running: Running, reserved: Decision,
+                    whole: Decision) -> Decision:
+    """While the state drains after a step down: the growths decided on the reserve-lowered bound (``reserved``), each
+    taken towards the decision on the whole bound (``whole``) as far as the growths' live-migration transient fits.
+
+    The reserve is room for a rise to come; state that drains by itself (the end of a burst) makes that room. Held
+    against the growth back it split that growth in two: a count per key with drifting keys still held the burst's
+    groups, so the first growth stopped short and a second one followed once they had gone (one migration more).
+    Which queries grow stays the reserved decision's: on the whole bound the policy spreads the room over more
+    queries, whose growths the transient then shortens alike, and each of them grows once more later. For the same
+    reason the growths go only as far as their old state beside the new settings fits the usable bound (what
+    ``pricing.transient_fit`` would otherwise shorten them to, from the settings in force). Taking back the whole
+    decision's other growths only lowers its state, so the result fits wherever ``whole`` does.
+    """
+    grows = (reserved.fw > running.fw) | (reserved.fg > running.fg)
+    if not grows.any():
+        return reserved
+    other = ~grows & ((whole.fw > running.fw) | (whole.fg > running.fg))
+    far_w, far_g = np.where(other, running.fw, whole.fw), np.where(other, running.fg, whole.fg)
+    old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
+    share = np.linspace(0.0, 1.0, STEPS)
+    fw = reserved.fw[:, None] + share * (far_w - reserved.fw)[:, None]
+    fg = reserved.fg[:, None] + share * (far_g - reserved.fg)[:, None]
+    fd = None if whole.fd is None else np.repeat(whole.fd[:, None], STEPS, axis=1)
+    totals = problem.evaluate(fw, fg, stream_d, with_qos=False, fd=fd).total_memory
+    fitting = np.flatnonzero(totals + float(old[grows].sum()) <= bounds.usable_memory)
+    if not fitting.size or fitting[-1] == 0:
+        return reserved
+    k = int(fitting[-1])
+    outcome = problem.evaluate(fw[:, k], fg[:, k], stream_d, fd=whole.fd)
+    return replace(whole, fw=fw[:, k], fg=fg[:, k], outcome=outcome, weighted_qos=float(problem.weighted_qos(outcome.qos)),
+                   state=reserved.state)
 
 
 def peak(problem: Problem, bounds: Bounds, running: Running, fw: np.ndarray, fg: np.ndarray, stream_d: np.ndarray,

@@ -311,3 +311,65 @@ def test_shrinks_is_a_cut_of_windows_only():
     assert not shrinks(old, old) and not shrinks(None, old)
     assert not shrinks(old, replace(old, windows={"w": 20.0, "v": 11.0}))
     assert not shrinks(old, replace(old, windows={"w": 20.0, "v": 10.0}, drop_rate=0.1))
+
+
+# --- the cut reserve after a step down ------------------------------------------------------------
+
+TWO_SUMS = {"streams": {"a": {"d": 20, "size": 64}, "b": {"d": 20, "size": 64}}, "queries": {
+    "sum_a": {"op": "aggregate", "inputs": [{"op": "window", "id": "wa", "w": 30000, "inputs": [{"op": "source", "stream": "a"}]}]},
+    "sum_b": {"op": "aggregate", "inputs": [{"op": "window", "id": "wb", "w": 30000, "inputs": [{"op": "source", "stream": "b"}]}]}}}
+
+
+def test_the_growth_after_a_step_down_is_not_capped_by_the_cut_reserve(tmp_path):
+    """Forecasting with live migrations keeps a cut reserve; while a stream's state drains after its rate stepped down
+    (the end of a burst) the growth back is decided on the whole bound, once, not in two steps."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(TWO_SUMS))
+    (tmp_path / "armd.toml").write_text(f"""
+[store]
+url = "sqlite:///unused.db"
+[bounds]
+memory_bytes = 230000
+cpu = 1000000
+reserve = 0.1
+[schedule]
+observe_seconds = 1
+decide_seconds = 30
+[forecast]
+enabled = true
+[plan]
+file = "{plan}"
+[queries.sum_a]
+window = [5000, 30000]
+[queries.sum_b]
+window = [5000, 30000]
+weight = 100
+""")
+    config = load_config(tmp_path / "armd.toml")
+    setup = setup_of(config, join_orders=False)
+    setup = replace(setup, migration=replace(setup.migration, strategy="genmig", timings={q: (2.0, 1.0) for q in ("sum_a", "sum_b")}))
+    model, state = build_model(setup, {}, {}, {}), initial_state(trigger_rules(config))
+    tick = first(setup, model, state)
+    state, maxima = tick.state, {q: new for q, (_, new) in tick.changes.items()}
+    # sum_a was cut to its minimum in a burst of "a" (200/s), sum_b kept its maximum; each holds its window's elements
+    running = {"sum_a": replace(maxima["sum_a"], fw=0.0, windows={"wa": 5000.0}, qos=0.0), "sum_b": maxima["sum_b"]}
+    assert maxima["sum_b"].windows == {"wb": 30000.0}
+    changed = {"sum_a": -1e9, "sum_b": -1e9}
+
+    def seen(state, now, rate_a):
+        observation = Observation(AT, [StreamStats("a", rate_a, 1.0, float(rate_a), 1000.0 / rate_a),
+                                       StreamStats("b", 50, 1.0, 50.0, 20.0)],
+                                  [QueryMetrics("sum_a", rate_a * 5, rate_a * 5 * 64), QueryMetrics("sum_b", 1500, 1500 * 64)])
+        return observe(setup, model, state, observation, at=AT, now=now, running=running, changed_at=changed,
+                       migrating=frozenset()).state
+
+    for second in range(1, 20):
+        state = seen(state, second * 1000.0, 200)
+    state = decide(setup, model, state, Snapshot(AT, 19_000.0, running, changed_at=changed), make_id=ids()).state
+    state = seen(state, 20_000.0, 50)  # the burst ends: a step down
+    assert state.feedback.fell_at == {"a": 20_000.0}
+    after = decide(setup, model, state, Snapshot(AT, 20_000.0, running, changed_at=changed), make_id=ids())
+    held = decide(setup, model, replace(state, feedback=replace(state.feedback, fell_at={})),
+                  Snapshot(AT, 20_000.0, running, changed_at=changed), make_id=ids())
+    grown, capped = (t.changes["sum_a"][1].windows for t in (after, held))
+    assert max(grown.values()) > max(capped.values()) > 5000.0

@@ -93,3 +93,31 @@ def test_no_cut_reserve_while_the_settings_in_force_break_the_bound():
     assert deciding_bounds(p, roomy, at_max, d) == cut_reserve(p, roomy, d) != roomy
     burst = np.array([5.0, 50.0])  # "up" ×4
     assert deciding_bounds(p, roomy, at_max, burst) == roomy
+
+
+def test_after_a_step_down_the_growths_of_the_reserved_decision_go_as_far_as_their_transient_fits():
+    # The whole bound's decision grows both queries; only the one the reserved decision grows grows, towards the whole
+    # bound's decision as far as its old state beside the new settings fits: one migration, not one now and more later.
+    from armd.control.ramp import drained_growths
+    from armd.policies.base import Decision
+
+    p = problem()
+    d = np.array([20.0, 50.0])
+    running = Running(np.array([0.0, 0.5]), np.zeros(2), np.full(2, np.nan))
+
+    def decision(fw):
+        outcome = p.evaluate(np.array(fw), np.zeros(2), d)
+        return Decision("test", True, np.array(fw), np.zeros(2), outcome, float(p.weighted_qos(outcome.qos)), "", state=fw)
+
+    reserved, whole = decision([0.4, 0.5]), decision([0.8, 0.7])
+    old = float(p.evaluate(running.fw, running.fg, d).query_memory[0])
+    roomy = Bounds(memory=1e12, cpu=1e12)
+    merged = drained_growths(p, roomy, d, running, reserved, whole)
+    assert merged.fw.tolist() == [0.8, 0.5] and merged.state == [0.4, 0.5]
+    halfway = float(p.evaluate(np.array([0.6, 0.5]), np.zeros(2), d).total_memory) + old
+    tight = Bounds(memory=halfway / 0.9, cpu=1e12, reserve=0.1)
+    short = drained_growths(p, tight, d, running, reserved, whole)
+    assert 0.4 < short.fw[0] < 0.8 and short.fw[1] == 0.5
+    assert float(short.outcome.total_memory) + old <= tight.usable_memory
+    still = decision([0.0, 0.5])
+    assert drained_growths(p, roomy, d, running, still, whole) is still  # nothing grows: the reserved decision as it is
