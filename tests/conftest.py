@@ -23,12 +23,19 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from armd.adapters.store import redact_url
 
-# Every Spark driver a test starts (the session fixture's, the daemons' and applications' in subprocesses, a
-# Spark Connect server, spark-submit to the test cluster) inherits this through spark-submit. Those JVMs live a minute
-# or two on 2 shared cores, where the C2 compiler's threads cost more than its faster code ever pays back: with C1 alone
-# the Spark daemon test ran in 65-89 s against 119-134 s (interleaved pairs, same load). Tests check behaviour, not JVM
-# speed; the benchmarks do not load this file and run Spark's default JIT.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# Every JVM a test starts runs the C1 JIT alone. Those JVMs live a minute or two on 2 shared cores, where the C2
+# compiler's threads cost more than its faster code ever pays back: with C1 alone the Spark daemon test ran in 65-89 s
+# against 119-134 s (interleaved pairs, same load). Tests check behaviour, not JVM speed; the benchmarks do not load
+# this file and run Spark's default JIT. Three routes, one per kind of JVM:
+# - drivers (the session fixture's, the daemons' and applications' in subprocesses, a Spark Connect server,
+#   spark-submit to the test cluster) inherit SPARK_SUBMIT_OPTS through spark-submit;
+# - the test cluster's master and workers (support/cluster.py passes this environment on) read SPARK_DAEMON_JAVA_OPTS;
+# - executors get their options from the application's configuration, not from any environment: spark-submit reads
+#   support/spark-conf/spark-defaults.conf (spark.executor.defaultJavaOptions) through SPARK_CONF_DIR.
+TEST_JIT = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JIT)
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JIT)
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "support" / "spark-conf"))
 
 POSTGRES_URL_ENV = "ARMD_TEST_POSTGRES_URL"
 REQUIRE_POSTGRES_ENV = "ARMD_REQUIRE_POSTGRES"

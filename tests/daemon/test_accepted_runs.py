@@ -3,7 +3,8 @@ logs no error for a few seconds.
 
 The values are drawn near and past the bounds of their keys (``docs/configuration.md``, Limits): a value
 past a bound must be refused by ``check-config``, one at the bound must work. A few examples only (each
-starts a daemon for ~3 s); the schedule is compressed as in ``support.daemon``.
+starts a daemon for ~3 s); the schedule is compressed as in ``support.daemon`` (whose ``armd`` runs
+``check-config`` and ``db upgrade`` in this process: each example starts one process, ``armd run``).
 """
 
 from __future__ import annotations
