@@ -47,7 +47,7 @@ from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, de
 
 from . import feedback
 from .forecasting import forecast_d, rising_streams
-from .ramp import deciding_bounds, drained_growths, staged_cuts
+from .ramp import deciding_bounds, drained_growths, grows, staged_cuts
 from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluated_shares, fractions_of, key_match,
                     longest_window, same_settings, settings_of)
@@ -260,8 +260,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         # A window that saw its input rate step holds a mix of both rates, which the estimate (at the new
         # rate) does not describe either: no ratio from it until a whole window has passed since the step.
         stepped_at = {**state.feedback.stepped_at, **{s: now for s in getattr(rates, "stepped", ())}}
-        fell_at = {**state.feedback.fell_at, **{s: now for s in getattr(rates, "stepped", ())
-                                                  if rates.smoothed.get(s, 0.0) > state.rates.smoothed.get(s, math.inf)}}
+        fell_at = {**state.feedback.fell_at, **{s: now for s in getattr(rates, "fell", ())}}
         calm = {q for q in measured if q in running and q not in migrating}
         longest = {q: longest_window(plan, q, running[q]) for q in calm
                    if now - max((stepped_at.get(s, -math.inf) for s in _streams(plan, q)), default=-math.inf)
@@ -557,7 +556,8 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     deciding = deciding_bounds(problem, bounds, running, stream_d) if live and setup.forecast.enabled else bounds
     started = timer()
     decision = setup.policy.decide(PolicyInput(problem, deciding, now, stream_d, policy_state, changed))
-    if deciding is not bounds and running is not None and _falling(setup, problem, snapshot, state, now):
+    if deciding is not bounds and running is not None and grows(decision, running) \
+            and _falling(setup, problem, snapshot, state, now):
         whole = setup.policy.decide(PolicyInput(problem, bounds, now, stream_d, policy_state, changed))
         decision = drained_growths(problem, bounds, stream_d, running, decision, whole)
     guarded = guard(problem, bounds, decision.fw, decision.fg, running, rails, now, stream_d, decision.fd)

@@ -75,6 +75,16 @@ def deciding_bounds(problem: Problem, bounds: Bounds, running: Running | None, s
     return cut_reserve(problem, bounds, stream_d)
 
 
+def _grown_by(decision: Decision, running: Running) -> np.ndarray:
+    """Per query, whether ``decision`` grows its window or its granularity over the settings in force."""
+    return (decision.fw > running.fw) | (decision.fg > running.fg)
+
+
+def grows(decision: Decision, running: Running) -> bool:
+    """Whether ``decision`` grows some query (``drained_growths`` has nothing to do otherwise)."""
+    return bool(_grown_by(decision, running).any())
+
+
 def drained_growths(problem: Problem, bounds: Bounds, stream_d: np.ndarray, running: Running, reserved: Decision,
                     whole: Decision) -> Decision:
     """While the state drains after a step down: the growths decided on the reserve-lowered bound (``reserved``), each
@@ -89,10 +99,10 @@ def drained_growths(problem: Problem, bounds: Bounds, stream_d: np.ndarray, runn
     ``pricing.transient_fit`` would otherwise shorten them to, from the settings in force). Taking back the whole
     decision's other growths only lowers its state, so the result fits wherever ``whole`` does.
     """
-    grows = (reserved.fw > running.fw) | (reserved.fg > running.fg)
-    if not grows.any():
+    grown = _grown_by(reserved, running)
+    if not grown.any():
         return reserved
-    other = ~grows & ((whole.fw > running.fw) | (whole.fg > running.fg))
+    other = ~grown & _grown_by(whole, running)
     far_w, far_g = np.where(other, running.fw, whole.fw), np.where(other, running.fg, whole.fg)
     old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
     share = np.linspace(0.0, 1.0, STEPS)
@@ -100,7 +110,7 @@ def drained_growths(problem: Problem, bounds: Bounds, stream_d: np.ndarray, runn
     fg = reserved.fg[:, None] + share * (far_g - reserved.fg)[:, None]
     fd = None if whole.fd is None else np.repeat(whole.fd[:, None], STEPS, axis=1)
     totals = problem.evaluate(fw, fg, stream_d, with_qos=False, fd=fd).total_memory
-    fitting = np.flatnonzero(totals + float(old[grows].sum()) <= bounds.usable_memory)
+    fitting = np.flatnonzero(totals + float(old[grown].sum()) <= bounds.usable_memory)
     if not fitting.size or fitting[-1] == 0:
         return reserved
     k = int(fitting[-1])

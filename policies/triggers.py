@@ -179,6 +179,8 @@ class ArrivalTracker:
     decided_counts: Mapping[str, Counts] = field(default_factory=dict)
     stepped: frozenset[str] = frozenset()
     """Streams whose latest interval was a step (``_step``): their estimate restarted there."""
+    fell: frozenset[str] = frozenset()
+    """The streams of ``stepped`` whose step was down: state of the faster rate drains from their windows."""
 
     @property
     def threshold(self) -> float:
@@ -190,21 +192,25 @@ class ArrivalTracker:
         An interval without arrivals counts (it lowers the rate); until a
         stream's decayed count reaches ``MIN_ROWS`` its d keeps its last value.
         """
-        counts, smoothed, stepped = dict(self.counts), dict(self.smoothed), set()
+        counts, smoothed, stepped, fell = dict(self.counts), dict(self.smoothed), set(), set()
         for stream, (rows, seconds) in arrivals.items():
             if not (math.isfinite(seconds) and seconds > 0 and rows >= 0):
                 continue
-            if self._step(stream, float(rows), float(seconds)):
+            step = self._step(stream, float(rows), float(seconds))
+            if step:
                 counts[stream] = Counts()  # a step: the counts before it describe a rate that no longer holds
                 stepped.add(stream)
+                if step < 0:
+                    fell.add(stream)
             c = counts.get(stream, Counts()).add(float(rows), float(seconds), self.rules.window_seconds)
             counts[stream] = c
             if c.rows >= MIN_ROWS:
                 smoothed[stream] = 1.0 / c.rate / unit_seconds
-        return replace(self, counts=counts, smoothed=smoothed, stepped=frozenset(stepped))
+        return replace(self, counts=counts, smoothed=smoothed, stepped=frozenset(stepped), fell=frozenset(fell))
 
-    def _step(self, stream: str, rows: float, seconds: float) -> bool:
-        """One interval alone is significantly and past the threshold off the current estimate: a step.
+    def _step(self, stream: str, rows: float, seconds: float) -> int:
+        """One interval alone is significantly and past the threshold off the current estimate: a step, up (1) or
+        down (−1); 0 when it is none.
 
         Smoothing a step over the time window would make the first decisions after it use a rate
         between the old and the new one (a burst ×4 seen as ×1.5 a second in), each a migration;
@@ -214,10 +220,12 @@ class ArrivalTracker:
         """
         reference = self.counts.get(stream) if stream in self.decided else None
         if self.rules.significance >= 1 or reference is None or reference.seconds <= 0 or reference.rate <= 0:
-            return False
+            return 0
         recent = Counts(rows / seconds, seconds)
-        return (abs(recent.rate - reference.rate) > self.rules.threshold * reference.rate
-                and rate_change_p(recent, reference) < self.rules.significance * min(1.0, seconds / STEP_HOUR_SECONDS))
+        if (abs(recent.rate - reference.rate) > self.rules.threshold * reference.rate
+                and rate_change_p(recent, reference) < self.rules.significance * min(1.0, seconds / STEP_HOUR_SECONDS)):
+            return 1 if recent.rate > reference.rate else -1
+        return 0
 
     def rate_test(self, stream: str) -> tuple[float, float]:
         """(relative change of d, p-value of the rate change) since the last decision, for one decided stream."""

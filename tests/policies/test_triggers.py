@@ -112,11 +112,13 @@ def test_a_step_restarts_the_estimate_so_the_first_decision_uses_the_new_rate():
     rng = np.random.default_rng(3)
     tracker = warmed(rng, {"s": 50.0})
     tracker = poisson(tracker, rng, {"s": 200.0}, 1.0)
-    assert tracker.stepped == frozenset({"s"})
+    assert tracker.stepped == frozenset({"s"}) and tracker.fell == frozenset()
     assert 1.0 / tracker.smoothed["s"] == pytest.approx(200.0, rel=0.15)
     assert tracker.drifted() == frozenset({"s"})
     tracker = poisson(tracker.decide_with(), rng, {"s": 200.0}, 1.0)
     assert tracker.stepped == frozenset()
+    tracker = poisson(tracker.decide_with(), rng, {"s": 50.0}, 1.0)  # and back: a step down
+    assert tracker.stepped == tracker.fell == frozenset({"s"})
 
 
 def test_noise_and_a_ramp_never_restart_and_without_the_test_nothing_does():
