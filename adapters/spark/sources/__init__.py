@@ -6,15 +6,18 @@ its ``format`` (default ``armd-synthetic``) and armd's own keys
 (``base.RESERVED``). GenMig asks ``adapter_for(options)`` where the old run
 stands and how the new one starts; one module per kind:
 
-=================== =========================== ============================================
-kind                position (event time)       the new run
-=================== =========================== ============================================
-armd-synthetic      end offset's event_ms       starting_seconds at it
-rate-micro-batch    end offset's timestamp      startTimestamp at it, values shifted
-json/csv/parquet/orc eventTime.max of the run   rereads the directory, rows from it on
-kafka               eventTime.max of the run    startingOffsets = the end offsets
-declared Python DS  the class maps the offset   its starting option = the end offset
-=================== =========================== ============================================
+=================== =========================== ============================================ ======
+kind                position (event time)       the new run                                  replay
+=================== =========================== ============================================ ======
+armd-synthetic      end offset's event_ms       starting_seconds at it                       yes
+rate-micro-batch    end offset's timestamp      startTimestamp at it, values shifted         no
+json/csv/parquet/orc eventTime.max of the run   rereads the directory, rows from it on       yes
+kafka               eventTime.max of the run    startingOffsets = the end offsets            no
+declared Python DS  the class maps the offset   its starting option = the end offset         no
+=================== =========================== ============================================ ======
+
+A source that replays (``base.Replaying``) can start the new run a window
+before the position, so that T_split lies just past it (``genmig.py``).
 
 Anything else (``socket``, ``rate``, an undeclared data source) raises
 ``SourceContractError``.
@@ -26,7 +29,7 @@ import json
 from typing import Any, Mapping
 
 from .base import (ADD_KEY, DATA_SOURCE_KEY, EVENT_TIME_KEY, FORMAT_KEY, RESERVED, SCHEMA_KEY, SINCE_KEY, OldRun,
-                   SourceAdapter, SourceContractError, Start, text)
+                   Replaying, SourceAdapter, SourceContractError, Start, replays, text)
 from .declared import DeclaredAdapter
 from .files import FORMATS as FILE_FORMATS
 from .files import FileAdapter
@@ -35,8 +38,8 @@ from .rate import RateMicroBatchAdapter
 from .synthetic import KIND as SYNTHETIC
 from .synthetic import SyntheticAdapter
 
-__all__ = ["OldRun", "SourceAdapter", "SourceContractError", "Start", "adapter_for", "check_sources", "read_source",
-           "source_format"]
+__all__ = ["OldRun", "Replaying", "SourceAdapter", "SourceContractError", "Start", "adapter_for", "check_sources",
+           "read_source", "replays", "source_format"]
 
 _ADAPTERS: dict[str, SourceAdapter] = {SYNTHETIC: SyntheticAdapter(), "rate-micro-batch": RateMicroBatchAdapter(),
                                        "kafka": KafkaAdapter(), **{f: FileAdapter() for f in FILE_FORMATS}}

@@ -11,6 +11,11 @@ answers them its own way (one module per kind in this package):
    p, which it then owns (T_split − window > p); elements at or before p
    only feed results before T_split, which the new run's filter drops.
 
+A source that can also *replay* (``Replaying``: read again from any event
+time, the synthetic source and files) lets the new run start one reach
+(its window) before p instead: T_split is then p + 1 unit, and the old run
+stops as soon as its watermark passes p + 1 rather than a whole window later.
+
 A source that cannot answer both (``socket`` is not replayable; offsets that
 say nothing of event time; a user source that declares nothing) is refused
 with a ``SourceContractError`` — one line naming the source and what is
@@ -81,6 +86,18 @@ class SourceAdapter(Protocol):
 
     def start(self, stream: str, options: Mapping[str, Any], old: OldRun, position: float) -> Start:
         """The options of the new run's reader for this stream."""
+
+
+class Replaying(SourceAdapter, Protocol):
+    """A source whose new run can start at any earlier event time and read the very elements the old run read."""
+
+    def replay(self, stream: str, options: Mapping[str, Any], since: float) -> Start:
+        """The options of a new run that sees every element with an event time at or after ``since`` (epoch seconds)."""
+
+
+def replays(adapter: SourceAdapter) -> bool:
+    """Whether ``adapter`` can start a new run before the old run's position (``Replaying``)."""
+    return callable(getattr(adapter, "replay", None))
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ so the new run sees all of them; older rows are dropped before any state,
 and only feed results before T_split anyway. The cost is one scan of the
 directory's files at the migration (at ``maxFilesPerTrigger`` files per batch
 when it is set: the new run reaches the position only after that many batches).
+Replay is the same scan keeping rows from an earlier time on.
 """
 
 from __future__ import annotations
@@ -45,5 +46,8 @@ class FileAdapter:
         return progress_position(stream, f"{text(options, 'format')} files", old)
 
     def start(self, stream: str, options: Mapping[str, Any], old: OldRun, position: float) -> Start:
-        return Start({**{str(k): str(v) for k, v in options.items()}, SINCE_KEY: repr(position)},
-                     f"rereads {text(options, 'path')} keeping rows from {position!r} on")
+        return self.replay(stream, options, position)
+
+    def replay(self, stream: str, options: Mapping[str, Any], since: float) -> Start:
+        return Start({**{str(k): str(v) for k, v in options.items()}, SINCE_KEY: repr(since)},
+                     f"rereads {text(options, 'path')} keeping rows from {since!r} on")

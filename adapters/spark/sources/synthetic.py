@@ -4,6 +4,7 @@ Position: the end offset's ``event_ms`` after the origin — the source reads
 [a, b) per batch, so every element read lies before it. Start: the new run
 reads from that offset (``starting_seconds``); the source draws the same
 rows for every reader, so it sees exactly the elements after the position.
+Replay: the same, from any earlier event time (the origin at the earliest).
 """
 
 from __future__ import annotations
@@ -39,3 +40,8 @@ class SyntheticAdapter:
         starting = position - self._parsed(stream, options).start
         return Start({**without(options, "starting_seconds"), "starting_seconds": repr(starting)},
                      f"reads from {starting:g} s after the origin")
+
+    def replay(self, stream: str, options: Mapping[str, Any], since: float) -> Start:
+        starting = max(0.0, since - self._parsed(stream, options).start)
+        return Start({**without(options, "starting_seconds"), "starting_seconds": repr(starting)},
+                     f"replays from {starting:g} s after the origin")

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from armd.adapters.spark.listener import ProgressRecord
-from armd.adapters.spark.sources import OldRun, SourceContractError, adapter_for, check_sources
+from armd.adapters.spark.sources import OldRun, SourceContractError, adapter_for, check_sources, replays
 from armd.adapters.spark.sources.kafka import starting_offsets
 
 # A Kafka source's progress as Spark 4 writes it (StreamingQueryProgress.json), two topics, three partitions.
@@ -124,6 +124,20 @@ def test_the_synthetic_source_is_placed_by_its_event_time_offset_after_its_origi
     assert adapter.start("clicks", SYNTHETIC, old, 1930640412.0).options["starting_seconds"] == "12.0"
     with pytest.raises(SourceContractError, match="not this stream's"):
         adapter.position("clicks", SYNTHETIC, OldRun('{"stream": "views", "event_ms": 12000}'))
+
+
+def test_sources_that_replay_start_a_new_run_at_any_earlier_event_time():
+    synthetic = adapter_for("clicks", {**SYNTHETIC, "starting_seconds": "12.0"})
+    assert replays(synthetic)
+    assert synthetic.replay("clicks", SYNTHETIC, 1930640403.5).options["starting_seconds"] == "3.5"
+    assert synthetic.replay("clicks", SYNTHETIC, 1930640390.0).options["starting_seconds"] == "0.0"  # not before the origin
+    files = adapter_for("clicks", FILES)
+    assert replays(files) and float(files.replay("clicks", FILES, 1930640390.0).options["armd_since_seconds"]) == 1930640390.0
+
+
+def test_sources_whose_new_run_can_only_start_at_the_old_runs_offsets_do_not_replay():
+    assert not replays(adapter_for("clicks", KAFKA))
+    assert not replays(adapter_for("n", {"format": "rate-micro-batch", "rowsPerBatch": "5"}))
 
 
 @pytest.mark.parametrize("options, message", [
