@@ -72,6 +72,21 @@ def split_time(latest_start: Mapping[str, float], window: float, epsilon: float 
     return max(latest_start.values()) + window + unit + epsilon
 
 
+def chained_split_time(t_split: float, answers_from: float | None, unit: float = 1.0) -> float:
+    """T_split for an old run that answers only from an earlier migration's T_split (``answers_from``).
+
+    That run may not have caught up with it yet (it replays its window, or
+    its own old run was done first): the results before that point are not
+    its to hand over, so T_split lies at least one ``unit`` past it. Never at
+    it: the old run's side would be the empty range [answers_from, T_split),
+    a filter Spark proves false, and then it skips the whole batch, state
+    store commits included (``STATE_STORE_COMMIT_VALIDATION_FAILED``).
+    """
+    if answers_from is None:
+        return t_split
+    return max(t_split, answers_from + unit)
+
+
 def shortened_split_time(latest_end: float, epsilon: float = CHRONON) -> float:
     """T_split of Optimization 2: the largest end timestamp in the old plan, plus 1 + ε."""
     if not epsilon > 0:
@@ -261,11 +276,15 @@ def next_state(migration: Migration, *, new_passed_split: bool, old_done: bool) 
     (running → draining). ``old_done``: the old plan has emitted every result
     before T_split — its watermark passed T_split, or, for results out on
     arrival, it read past T_split on every input, or it stopped — so it can
-    stop (draining → done). A resumed migration goes through the same
-    function with fresh facts, so it continues wherever the stored state
-    stood. The Spark adapter computes the facts; this decides.
+    stop (draining → done). The old plan may be done first: a new plan that
+    replays its window starts behind the old one, and one that runs slower
+    falls behind it. It then drains at once, since the new plan owns every
+    result from T_split on whenever it gets there, and the old one has nothing
+    left to give. A resumed migration goes through the same function with
+    fresh facts, so it continues wherever the stored state stood. The Spark
+    adapter computes the facts; this decides.
     """
-    if migration.state == RUNNING and new_passed_split:
+    if migration.state == RUNNING and (new_passed_split or old_done):
         return DRAINING
     if migration.state == DRAINING and old_done:
         return DONE

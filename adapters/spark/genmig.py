@@ -16,7 +16,14 @@ beside the old one and splits the results at T_split:
    run's sink filter (``BatchWriter.keep``) is set to keep only results
    before T_split — live, the old run is never restarted — and the new run
    starts with the filter that keeps only results from T_split on. Both
-   write to the query's one sink (each under its plan version). An old run
+   write to the query's one sink (each under its plan version). With
+   ``replay`` and sources that can replay (``sources.replays``: the
+   synthetic source, files), the new run starts one reach (the larger span
+   of windows of the two plans) before p instead, so every result from p + 1 unit
+   on is complete in it: T_split = max p + 1 unit + ε, and the old run —
+   holding the old window, the state a cut is meant to drop — stops once its
+   watermark passes that, a watermark delay and a batch or two after the
+   decision instead of a whole window later. An old run
    that was itself a migration's new run keeps that migration's lower
    bound too: results it has not emitted yet from before that T_split
    belong to the run before it.
@@ -73,6 +80,7 @@ from armd.migrations.genmig import (
     FAILED,
     RUNNING,
     Migration,
+    chained_split_time,
     next_state,
     old_plan_done,
     passed_split,
@@ -86,7 +94,7 @@ from .managed import QueryManager, QueryParams, Run, load_builder
 from .sinks import Keep
 from .source import FORMAT as SYNTHETIC
 from .source import offset_stream
-from .sources import OldRun, SourceContractError, adapter_for, check_sources, source_format
+from .sources import OldRun, SourceContractError, adapter_for, check_sources, replays, source_format
 
 DEFAULT_REFERENCE_POINT = "window.end"
 SPLIT_ATTEMPTS = 5
@@ -143,12 +151,15 @@ class GenMigApplier:
         epsilon: float = CHRONON,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        replay: bool = False,
     ) -> None:
         if not time_unit_seconds > 0:
             raise ValueError(f"time_unit_seconds must be > 0, got {time_unit_seconds!r}")
         if not timeout_seconds > 0:
             raise ValueError(f"timeout_seconds must be > 0, got {timeout_seconds!r}")
         self.timeout_seconds, self.clock = float(timeout_seconds), clock
+        self.replay = bool(replay)
+        """New runs replay the new plan's reach where every source can (T_split just past the position)."""
         self._since: dict[str, float] = {}
         self.manager, self.listener = manager, listener
         self.time_unit_seconds = float(time_unit_seconds)
@@ -210,14 +221,26 @@ class GenMigApplier:
         """Extra state while both plans run: the new plan's, filling over the migration (``transient_cost``)."""
         managed = self.manager.get(query)
         params = managed.params
-        window = max(_window_seconds(params), max(new.windows.values(), default=0.0) * self.time_unit_seconds)
-        span = float(_hint(managed, params, "span_windows", 1)) * window
         delay = float(params.extra.get("delay_seconds", 0.0))
         trigger = float(params.extra.get("trigger_seconds", 0.0))
         on_arrival = _hint(managed, params, "emits", "watermark") == "arrival"
+        if self._replays(params):  # the new run holds its whole reach at once; T_split lies at the start
+            return transient_cost(0.0, 0.0, delay, trigger, 0.0, new_memory, 0.0, on_arrival=on_arrival).extra_memory
+        window = max(_window_seconds(params), max(new.windows.values(), default=0.0) * self.time_unit_seconds)
+        span = float(_hint(managed, params, "span_windows", 1)) * window
         # From the start to T_split is the span, then the old plan drains; an element stays span + delay + trigger.
         return transient_cost(span, 0.0, delay, trigger, 0.0, new_memory, span + delay + trigger,
                               on_arrival=on_arrival).extra_memory
+
+    def _replays(self, params: QueryParams) -> bool:
+        """Whether a migration of a query reading ``params``' sources starts its new run by replaying (``replay``)."""
+        sources = dict(params.extra.get("sources") or {})
+        if not self.replay or not sources:
+            return False
+        try:
+            return all(replays(adapter_for(s, o)) for s, o in sources.items())
+        except SourceContractError:
+            return False
 
     # --- the procedure ---
 
@@ -240,7 +263,8 @@ class GenMigApplier:
         # results wait for the watermark: its results are bounded by the data before it); else it is placed again.
         allowance = 0 if emits == "arrival" else 1
         for _ in range(SPLIT_ATTEMPTS):
-            latest, positions, starts, t_split, span = self._place_split(query, managed, params, old_sources, new_sources)
+            latest, positions, starts, t_split, span, reach = self._place_split(query, managed, params, old_sources,
+                                                                                new_sources)
             since = self._answers_from.get(query)
             if managed.writer.keep_from(reference_filter(reference, t_split, "old", since),  # type: ignore[arg-type]
                                         latest.last_executed_batch + allowance):
@@ -255,7 +279,8 @@ class GenMigApplier:
         drain_at = expected_drain(t_split, float(managed.params.extra.get("delay_seconds", 0.0)), max(positions.values()),
                                   batch, emits)
         migration = Migration(query, self.strategy, managed.params.as_json(), params.as_json(),
-                              facts={"positions": positions, "reference_point": reference, "span_seconds": span, "emits": emits,
+                              facts={"positions": positions, "reference_point": reference, "span_seconds": span,
+                                     "replayed_seconds": reach, "emits": emits,
                                      "batch_span_seconds": batch, "drain_at": drain_at,
                                      "starts": {s: start.note for s, start in starts.items()},
                                      "old_run": str(managed.query.runId) if managed.query else None,
@@ -317,20 +342,33 @@ class GenMigApplier:
         self.log.warning("genmig_continued_old_plan", query=query, t_split=t_split, error=f"{type(failure).__name__}: {failure}")
 
     def _place_split(self, query: str, managed: Any, params: QueryParams, old_sources: dict, new_sources: dict) -> tuple:
-        """From the old run's newest progress: that record, each stream's position, the new run's starts, T_split, the span."""
+        """From the old run's newest progress: that record, each stream's position, the new run's starts, T_split, the
+        span T_split lies past the position, and the reach the new run replays (None: it starts at the position)."""
         latest = self._newest(managed.query)
         if latest is None:  # expected right after a start: the next batch brings it
             raise NotReady(f"query {query!r} has not completed a batch yet; GenMig needs its position")
+        replay = self._replays(params)
+        # Replaying, the new run reads from the larger reach of the two plans before the position: every result from
+        # the position + 1 unit on then has all its inputs, so T_split needs no span. (The old plan's reach too:
+        # should the new run not start, a run of the old plan takes its place from the same starts, ``_carry_on``.)
+        reach = max(float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (managed.params, params))
         try:
             olds = self._old_runs(query, managed.spec.streams, old_sources, latest)
             positions = {s: adapter_for(s, o).position(s, o, olds[s]) for s, o in old_sources.items()}
-            starts = {s: adapter_for(s, o).start(s, o, olds[s], positions[s]) for s, o in new_sources.items()}
+            if replay:
+                replay_from = max(positions.values()) - reach
+                starts = {s: adapter_for(s, o).replay(s, o, replay_from)  # type: ignore[attr-defined]
+                          for s, o in new_sources.items()}
+            else:
+                starts = {s: adapter_for(s, o).start(s, o, olds[s], positions[s]) for s, o in new_sources.items()}
         except SourceContractError as exc:
             if not any(r.input_rows for r in self._records(latest.run_id)):  # nothing read yet: a later batch may tell
                 raise NotReady(f"query {query!r}: {exc}") from None
             raise PermanentError(f"query {query!r}: {exc}") from None
-        span = max(float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (managed.params, params))
-        return latest, positions, starts, split_time(positions, span, self.epsilon, unit=self.time_unit_seconds), span
+        span = 0.0 if replay else reach
+        t_split = split_time(positions, span, self.epsilon, unit=self.time_unit_seconds)
+        t_split = chained_split_time(t_split, self._answers_from.get(query), self.time_unit_seconds)
+        return latest, positions, starts, t_split, span, (reach if replay else None)
 
     def resume(self, migration: Migration) -> None:
         """Continue a stored migration (running or draining) after a restart: both runs go on from their checkpoints."""
@@ -387,27 +425,35 @@ class GenMigApplier:
         if self.clock() - self._since.get(query, self.clock()) > self.timeout_seconds:
             self._give_up(query, migration)
             return
+        old_done, watermark, note = self._old_done(query, migration, old)
         if migration.state == RUNNING:
             latest = self._latest(managed.query)
-            if latest is not None:
-                new_read = self._read(query, managed.spec.streams, managed.params, latest)
-                new_passed = passed_split(new_read, migration.t_split, list(managed.params.extra.get("sources") or {}))
-                if next_state(migration, new_passed_split=new_passed, old_done=False) == DRAINING:
+            new_read = self._read(query, managed.spec.streams, managed.params, latest) if latest is not None else {}
+            new_passed = bool(new_read) and passed_split(new_read, migration.t_split,
+                                                         list(managed.params.extra.get("sources") or {}))
+            if next_state(migration, new_passed_split=new_passed, old_done=old_done) == DRAINING:
+                if new_passed:
                     migration = migration.to(DRAINING, max(new_read.values()), "the new plan has read past T_split")
-                    self._record(migration)
+                else:  # a replaying new run is still behind: the old plan has nothing left to give
+                    migration = migration.to(DRAINING, watermark or migration.t_split,
+                                             f"the old plan is done ({note}) before the new plan read past T_split")
+                self._record(migration)
         if migration.state == DRAINING:
-            latest = self._latest(old.query)
-            watermark = latest.watermark.timestamp() if latest is not None and latest.watermark is not None else None
-            if migration.facts.get("emits") == "arrival":
-                read = self._read(query, managed.spec.streams, old.params, latest) if latest is not None else {}
-                done, note = passed_split(read, migration.t_split, list(old.params.extra.get("sources") or {})), "it had read past T_split"
-            else:
-                done, note = old_plan_done(watermark, migration.t_split), "its watermark passed T_split"
-            if next_state(migration, new_passed_split=True, old_done=done or not old.query.isActive) == DONE:
+            if next_state(migration, new_passed_split=True, old_done=old_done or not old.query.isActive) == DONE:
                 self.manager.end_run(old)
                 del self._old[query]
                 self._since.pop(query, None)
                 self._record(migration.to(DONE, watermark or migration.t_split, f"old plan stopped after {note}"))
+
+    def _old_done(self, query: str, migration: Migration, old: Run) -> tuple[bool, float | None, str]:
+        """Whether the old run has emitted every result before T_split, its watermark, and how that shows."""
+        latest = self._latest(old.query)
+        watermark = latest.watermark.timestamp() if latest is not None and latest.watermark is not None else None
+        if migration.facts.get("emits") == "arrival":
+            read = self._read(query, self.manager.get(query).spec.streams, old.params, latest) if latest is not None else {}
+            return bool(read) and passed_split(read, migration.t_split, list(old.params.extra.get("sources") or {})), \
+                watermark, "it had read past T_split"
+        return old_plan_done(watermark, migration.t_split), watermark, "its watermark passed T_split"
 
     def _give_up(self, query: str, migration: Migration) -> None:
         """A migration past its timeout fails rather than stay open for good; the query keeps one run.

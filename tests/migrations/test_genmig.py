@@ -21,6 +21,7 @@ from armd.migrations.genmig import (
     RUNNING,
     Migration,
     MigrationError,
+    chained_split_time,
     keep,
     old_plan_done,
     ordered_merge,
@@ -59,6 +60,12 @@ def test_ordered_merge_checks_each_side():
         list(ordered_merge([(8, "o")], [], lambda r: r[0], 6))
 
 
+def test_a_split_after_an_earlier_one_lies_past_it_never_at_it():
+    assert chained_split_time(31.0, None, 1.0) == 31.0
+    assert chained_split_time(31.0, 20.0, 1.0) == 31.0  # the old run has caught up: the split as placed
+    assert chained_split_time(12.0, 20.0, 1.0) == 21.0  # it has not: past the point it answers from, not at it
+
+
 def test_the_old_plan_stops_once_its_watermark_passes_the_split():
     assert not old_plan_done(None, 10) and not old_plan_done(9.9, 10) and old_plan_done(10, 10)
     assert passed_split({"a": 11, "b": 10}, 10, ["a", "b"]) and not passed_split({"a": 11}, 10, ["a", "b"])
@@ -71,6 +78,8 @@ def test_state_machine_walks_planned_running_draining_done_and_resumes_from_a_re
     assert again == m
     assert resume_step(again, inputs_passed_split=False, old_watermark=None) is None
     assert resume_step(again, inputs_passed_split=True, old_watermark=None) == DRAINING
+    assert resume_step(again, inputs_passed_split=False, old_watermark=150.0) is None
+    assert resume_step(again, inputs_passed_split=False, old_watermark=161.5) == DRAINING  # the old plan done first
     draining = again.to(DRAINING, 162.0)
     assert resume_step(draining, True, 150.0) is None and resume_step(draining, True, 161.5) == DONE
     done = draining.to(DONE, 172.0)

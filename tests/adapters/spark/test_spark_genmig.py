@@ -209,3 +209,20 @@ def test_an_old_run_that_was_a_migrations_new_run_keeps_that_migrations_lower_bo
     assert [r.window.end.timestamp() for r in kept.collect()] == [12.0]
     assert [r.window.end.timestamp() for r in genmig.reference_filter("window.end", 20.0, "old")(df).collect()] == [5.0, 12.0]
     assert genmig.reference_filter("window.end", None, "new") is None  # the first run answers for the whole stream
+
+
+def test_spark_proves_an_empty_old_side_false_so_a_split_never_lies_at_the_lower_bound(spark):  # noqa: F811
+    """In the fleet benchmark a second migration started while the first one's new run was still replaying, and its
+    T_split was clamped *to* the point that run answered from: the old side became [x, x), Spark optimised the whole
+    batch away, state store commits included, and the run failed (STATE_STORE_COMMIT_VALIDATION_FAILED). That is why
+    ``chained_split_time`` keeps a unit between the two."""
+    from datetime import datetime, timezone
+
+    df = spark.createDataFrame([(datetime.fromtimestamp(e, tz=timezone.utc),) for e in (5.0, 12.0)], "end timestamp")
+    df = df.selectExpr("named_struct('end', end) AS window")
+
+    def optimised(t_split: float) -> str:
+        return genmig.reference_filter("window.end", t_split, "old", since=10.0)(df)._jdf.queryExecution().optimizedPlan().toString()
+
+    assert optimised(10.0).startswith("LocalRelation <empty>")
+    assert "Filter" in optimised(10.0 + migration.TIME_UNIT)
