@@ -96,9 +96,11 @@ def wait(predicate, timeout: float, what: str) -> None:
 
 
 def test_an_application_registers_reports_and_migrates_by_genmig_exactly(spark, progress_listener, store, tmp_path):  # noqa: F811
+    """The migration replays (``replay=True``): the new run reads the larger window again from before the old run's
+    position, and T_split lies just past that position."""
     start = migration.origin()
     agent = Agent(spark, store=store, app="shop", checkpoint_root=tmp_path / "ck", poll_seconds=0.25,
-                  time_unit_seconds=1.0, listener=progress_listener)
+                  time_unit_seconds=1.0, listener=progress_listener, replay=True)
     declared = declare(agent, QUERY, start)
     rows, write_to_db = collecting()
     try:
@@ -126,6 +128,9 @@ def test_an_application_registers_reports_and_migrates_by_genmig_exactly(spark, 
     (done,) = store.transact(lambda s: [(r.state, r.details) for r in s.scalars(select(m.Migration))])
     assert done[0] == "done" and done[1]["strategy"] == "genmig"
     split = float(done[1]["t_split"]) - start
+    facts = done[1]["live"]["facts"]
+    assert facts["replayed_seconds"] == 10.0 and facts["span_seconds"] == 0.0
+    assert float(done[1]["t_split"]) - max(facts["positions"].values()) < 1.01  # one unit (1 s) + ε past the position
     assert apps.applications(store)[0].status == "stopped" and apps.queries_of(store, "shop")[QUERY]["status"] == "removed"
 
     exactly_as_the_oracle(spark, progress_listener, tmp_path, declared, rows, start, split)
