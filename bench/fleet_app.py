@@ -89,10 +89,15 @@ def user_sink(path: Path) -> Callable[[Any, int], None]:
     return write
 
 
-def read_to_end(listener: Any, names: list[str], end: float, timeout: float) -> None:
-    """Until every query's newest run has read every source to ``end`` seconds of event time."""
+def read_to_end(listener: Any, names: list[str], end: float, timeout: float,
+                newest: Callable[[str], str | None] = lambda name: None) -> None:
+    """Until every query's newest run has read every source to ``end`` seconds of event time.
+
+    ``newest(name)``: that run's id (the agent's query may have two runs, and an old run reads to the end before a new
+    one that replays its window); None: the query's latest progress of any run."""
     def done(name: str) -> bool:
-        latest = listener.latest(name)
+        run = newest(name)
+        latest = listener.latest(name) if run is None else listener.latest_of_run(run)
         return latest is not None and bool(latest.sources) and all(
             json.loads(s.end_offset or "{}").get("event_ms", 0) >= end * 1000 for s in latest.sources)
 
@@ -326,10 +331,15 @@ def main(argv: list[str] | None = None) -> None:
                     sources={s: sources[s] for s in spec["streams"]})(spec["function"])
         agent.start(name, sink=lambda df, name=name: df.writeStream.foreachBatch(user_sink(shared / "results" / f"{name}.jsonl")))
     mark = SteadyMark(spark, agent.listener, names, clocks)
-    read_to_end(agent.listener, names, args.end, args.timeout)
+    def newest(name: str) -> str | None:
+        run = agent.manager.get(name).query
+        return None if run is None else str(run.runId)
+
+    read_to_end(agent.listener, names, args.end, args.timeout, newest)
     deadline = time.monotonic() + 120
     while agent.applier.running_migrations() and time.monotonic() < deadline:  # a migration still open finishes first
         time.sleep(0.5)
+    read_to_end(agent.listener, names, args.end, args.timeout, newest)  # its new run too, if it replays behind
     for name in names:
         query = agent.manager.get(name).query
         if query is not None:
