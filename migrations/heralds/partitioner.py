@@ -22,7 +22,7 @@ import math
 from bisect import bisect_left
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from .herald import Herald, HeraldViolation, InForce, Patterns
+from .herald import COUNT, Herald, HeraldViolation, InForce, Patterns
 
 ANONYMOUS = 0
 _tuple_new = tuple.__new__
@@ -85,29 +85,134 @@ class Partitioner:
             if start < n:
                 self._rows(batch, start, n, out)
             return out
-        index = list(map(type, batch)).index
+        types = list(map(type, batch))
+        index = types.index
+        # Punctuation is found by the rows' types. ``list.index(Herald)`` compares every row's type with
+        # Herald the slow way (they are not the same object), while ``count(tuple)`` is an identity test per
+        # row; so a herald is looked for where the count in force runs out (exactly counted heralds follow
+        # each other there) and accepted when the rows before it are all tuples, and once every non-tuple
+        # of the batch is a herald found, none is left ahead.
+        others = n - types.count(tuple)
         in_force = self.in_force
         inf, check = math.inf, self.check
-        start = 0
+        if not check and in_force.time_left == inf and len(in_force.active) <= 1:
+            start, found = self._lone(batch, types, others, out)
+        else:
+            start = found = 0
+        closed = self.closed
         while start <= n:
-            try:
-                stop = index(Herald, start)
-            except ValueError:
+            if found == others:
                 stop = n
+            else:
+                left = in_force.rows_left
+                guess = start + int(left) if left != inf else n
+                if guess < n and types[guess] is Herald and types[start:guess].count(tuple) == left:
+                    stop = guess
+                else:
+                    try:
+                        stop = index(Herald, start)
+                    except ValueError:
+                        stop = n
+                        found = others
             if stop > start:
                 left = in_force.rows_left
                 if left >= stop - start and in_force.time_left == inf and not check:
                     # the common case, inline: the rows up to the next herald are one slice of the partition
                     # in force (a count herald covering them all, or none)
-                    out.append(_tuple_new(Partition, (self.pid, in_force.merged, batch[start:stop])))
-                    if left != inf and in_force.consume(stop - start):
-                        self._new_partition()
+                    pid = self.pid
+                    out.append(_tuple_new(Partition, (pid, in_force.merged, batch[start:stop])))
+                    if left != inf:
+                        if left == stop - start and len(in_force.active) == 1:
+                            # a lone count herald runs out with these rows: the stream is anonymous again
+                            in_force.clear()
+                            closed.append(pid)
+                            self.pid = ANONYMOUS
+                        elif in_force.consume(stop - start):
+                            self._new_partition()
                 else:
                     self._rows(batch, start, stop, out)
             if stop < n:
-                self._herald(batch[stop])
+                found += 1
+                herald = batch[stop]
+                life = herald.lifespan
+                if life.kind == COUNT and not in_force.active:
+                    # the common case, inline: a count herald alone starts a partition
+                    in_force.alone(herald, life.value)
+                    self.heralds_seen += 1
+                    if self.pid != ANONYMOUS:
+                        closed.append(self.pid)
+                    self.pid = self.next_pid
+                    self.next_pid += 1
+                else:
+                    self._herald(herald)
             start = stop + 1
         return out
+
+    def _lone(self, batch: Sequence[Any], types: list[type], others: int, out: list[Partition]) -> tuple[int, int]:
+        """``feed`` while at most one herald is in force and it has no time limit (the common stream: count
+        heralds one after the other), with that state in locals and written back once; no check.
+
+        Stops before a herald that must merge with the one in force or has a time lifespan, and returns where
+        the general loop goes on and how many heralds it found (the batch's length + 1 when it got to the end).
+        """
+        in_force = self.in_force
+        pid, merged, left = self.pid, in_force.merged, in_force.rows_left
+        next_pid = self.next_pid
+        arrived: Herald | None = None
+        """The herald that came in force here (its bookkeeping is made when the state is written back)."""
+        closed = self.closed
+        inf = math.inf
+        n = len(batch)
+        index = types.index
+        found = start = 0
+        while True:
+            if found == others:
+                stop = n
+            else:
+                guess = start + int(left) if left != inf else n
+                if guess < n and types[guess] is Herald and types[start:guess].count(tuple) == left:
+                    stop = guess
+                else:
+                    try:
+                        stop = index(Herald, start)
+                    except ValueError:
+                        found, stop = others, n
+            if stop > start:
+                if left >= stop - start:
+                    out.append(_tuple_new(Partition, (pid, merged, batch[start:stop])))
+                    if left != inf:
+                        left -= stop - start
+                        if not left:  # the herald ran out with these rows: the stream is anonymous again
+                            closed.append(pid)
+                            pid, merged, left, arrived = ANONYMOUS, None, inf, None
+                else:  # it runs out within them: its rows, then anonymous ones
+                    end = start + int(left)
+                    out.append(_tuple_new(Partition, (pid, merged, batch[start:end])))
+                    closed.append(pid)
+                    pid, merged, left, arrived = ANONYMOUS, None, inf, None
+                    out.append(_tuple_new(Partition, (ANONYMOUS, None, batch[end:stop])))
+            if stop == n:
+                start = n + 1
+                break
+            herald = batch[stop]
+            life = herald.lifespan
+            if merged is not None or life.kind != COUNT:  # merging, or a time lifespan: the general loop's
+                start = stop
+                break
+            # a count herald with none in force (so the stream was anonymous): a new partition
+            found += 1
+            self.heralds_seen += 1
+            pid, merged, left, arrived = next_pid, herald.patterns, life.value, herald
+            next_pid += 1
+            start = stop + 1
+        self.pid, self.next_pid = pid, next_pid
+        if merged is None:
+            in_force.clear()
+        elif arrived is not None:
+            in_force.alone(arrived, left)
+        elif left != inf:  # the herald in force when the batch began goes on
+            in_force.active[0].remaining = in_force.rows_left = left
+        return start, found
 
     def _herald(self, herald: Herald) -> None:
         if herald.lifespan.kind == "time" and self.ts_index is None:
