@@ -37,7 +37,6 @@ class Action(Enum):
 _ACTION = {Verdict.IMPLIED: Action.PASS, Verdict.UNSATISFIABLE: Action.SKIP, Verdict.UNKNOWN: Action.EVALUATE}
 _PASS, _SKIP, _EVALUATE = Action.PASS.value, Action.SKIP.value, Action.EVALUATE.value
 Row = tuple[Any, ...]
-_tuple_new = tuple.__new__
 
 
 class MultiModalSelect:
@@ -114,29 +113,8 @@ class MultiModalSelect:
     def process_all(self, parts: Iterable[Partition], closed: Iterable[int] = ()) -> list[Partition]:
         """``process`` over a batch's slices: the non-empty output slices, in stream order; then the partitions in
         ``closed`` leave the control table (``release``)."""
-        out: list[Partition] = []
-        control, counts, configure, process = self.control, self._counts, self.configure, self.process
-        for part in parts:
-            # ``process`` inline for a herald partition, the common case (one call less per slice)
-            pid, herald, rows = part
-            if pid == ANONYMOUS:
-                q = process(part)
-                if q is not None:
-                    out.append(q)
-                continue
-            entry = control.get(pid)
-            if entry is None:
-                entry = configure(pid, herald)  # type: ignore[arg-type]
-            flag, residual, _ = entry
-            counts[flag] += len(rows)
-            if flag == _EVALUATE:
-                kept = [r for r in rows if residual(r)]  # type: ignore[misc]
-                if kept:
-                    out.append(_tuple_new(Partition, (pid, herald, kept)))
-            elif flag == _PASS:
-                out.append(part)
-        for pid in closed:
-            control.pop(pid, None)
+        out = [q for q in map(self.process, parts) if q is not None]
+        self.release(closed)
         return out
 
     @property
