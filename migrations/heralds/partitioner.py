@@ -9,11 +9,14 @@ is reserved for anonymous tuples, under no herald at all. A partition may
 span several batches; ``Partitioner.closed`` lists the ids that ended, so
 operators can drop their control-table entries.
 
-Finding punctuation costs one C-level pass (``map(type, …)`` and
-``list.index``) per batch rather than a Python test per row; rows between
-two heralds are sliced, not copied one by one. Heralds may also come
-beside the batch, with the position they apply from (a herald column, a
-side stream), which spares that pass.
+Finding punctuation costs one C-level pass per batch (``map(type, …)``,
+then ``count(tuple)``, an identity test per row) rather than a Python test
+per row: a herald is looked for where the count in force runs out, which is
+where exactly counted heralds follow each other, and ``list.index`` (which
+compares every row's type with ``Herald`` the slow way) searches only when
+it is not there. Rows between two heralds are sliced, not copied one by
+one. Heralds may also come beside the batch, with the position they apply
+from (a herald column, a side stream), which spares that pass.
 """
 
 from __future__ import annotations
@@ -95,10 +98,7 @@ class Partitioner:
         others = n - types.count(tuple)
         in_force = self.in_force
         inf, check = math.inf, self.check
-        if not check and in_force.time_left == inf and len(in_force.active) <= 1:
-            start, found = self._lone(batch, types, others, out)
-        else:
-            start = found = 0
+        start = found = 0
         closed = self.closed
         while start <= n:
             if found == others:
@@ -147,72 +147,6 @@ class Partitioner:
                     self._herald(herald)
             start = stop + 1
         return out
-
-    def _lone(self, batch: Sequence[Any], types: list[type], others: int, out: list[Partition]) -> tuple[int, int]:
-        """``feed`` while at most one herald is in force and it has no time limit (the common stream: count
-        heralds one after the other), with that state in locals and written back once; no check.
-
-        Stops before a herald that must merge with the one in force or has a time lifespan, and returns where
-        the general loop goes on and how many heralds it found (the batch's length + 1 when it got to the end).
-        """
-        in_force = self.in_force
-        pid, merged, left = self.pid, in_force.merged, in_force.rows_left
-        next_pid = self.next_pid
-        arrived: Herald | None = None
-        """The herald that came in force here (its bookkeeping is made when the state is written back)."""
-        closed = self.closed
-        inf = math.inf
-        n = len(batch)
-        index = types.index
-        found = start = 0
-        while True:
-            if found == others:
-                stop = n
-            else:
-                guess = start + int(left) if left != inf else n
-                if guess < n and types[guess] is Herald and types[start:guess].count(tuple) == left:
-                    stop = guess
-                else:
-                    try:
-                        stop = index(Herald, start)
-                    except ValueError:
-                        found, stop = others, n
-            if stop > start:
-                if left >= stop - start:
-                    out.append(_tuple_new(Partition, (pid, merged, batch[start:stop])))
-                    if left != inf:
-                        left -= stop - start
-                        if not left:  # the herald ran out with these rows: the stream is anonymous again
-                            closed.append(pid)
-                            pid, merged, left, arrived = ANONYMOUS, None, inf, None
-                else:  # it runs out within them: its rows, then anonymous ones
-                    end = start + int(left)
-                    out.append(_tuple_new(Partition, (pid, merged, batch[start:end])))
-                    closed.append(pid)
-                    pid, merged, left, arrived = ANONYMOUS, None, inf, None
-                    out.append(_tuple_new(Partition, (ANONYMOUS, None, batch[end:stop])))
-            if stop == n:
-                start = n + 1
-                break
-            herald = batch[stop]
-            life = herald.lifespan
-            if merged is not None or life.kind != COUNT:  # merging, or a time lifespan: the general loop's
-                start = stop
-                break
-            # a count herald with none in force (so the stream was anonymous): a new partition
-            found += 1
-            self.heralds_seen += 1
-            pid, merged, left, arrived = next_pid, herald.patterns, life.value, herald
-            next_pid += 1
-            start = stop + 1
-        self.pid, self.next_pid = pid, next_pid
-        if merged is None:
-            in_force.clear()
-        elif arrived is not None:
-            in_force.alone(arrived, left)
-        elif left != inf:  # the herald in force when the batch began goes on
-            in_force.active[0].remaining = in_force.rows_left = left
-        return start, found
 
     def _herald(self, herald: Herald) -> None:
         if herald.lifespan.kind == "time" and self.ts_index is None:

@@ -159,8 +159,8 @@ def counted_stream(seed: int, partitions: int) -> list:
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 10**6), st.integers(0, 30), st.lists(st.integers(1, 40), max_size=4))
 def test_counted_heralds_are_found_where_their_counts_end_and_anywhere_else(seed, partitions, sizes) -> None:
-    # the punctuation path looks for the next herald where the count in force ends and takes the stream's
-    # common case (one count herald at a time) in a loop of its own; heralds beside the batch take neither
+    # the punctuation path looks for the next herald where the count in force ends (and searches when it is
+    # not there); heralds beside the batch need no search
     stream = counted_stream(seed, partitions)
     inline, beside, checked = Partitioner(POSITION, ts="ts"), Partitioner(POSITION, ts="ts"), Partitioner(POSITION, ts="ts", check=True)
     for batch in chunks(stream, sizes):
