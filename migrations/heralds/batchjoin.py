@@ -83,18 +83,15 @@ class Joined:
         return f"Joined(left={self.left!r}, right={self.right!r}, pairs={self.pairs!r})"
 
 
-class _RunHeralds:
-    """The heralds of a group's runs, read only when a consumer asks for a chunk's hull."""
+class _Runs(list):
+    """A group's runs (a list of them, made in C), whose heralds a chunk hulls only when a consumer asks."""
 
-    __slots__ = ("runs",)
-
-    def __init__(self, runs: list[list]) -> None:
-        self.runs = runs
+    __slots__ = ()
 
 
-def _hull_all(heralds: list[Patterns | None] | _RunHeralds) -> Patterns | None:
-    if type(heralds) is _RunHeralds:
-        heralds = [run[1] if run[0] != ANONYMOUS else None for run in heralds.runs]
+def _hull_all(heralds: list[Patterns | None] | _Runs) -> Patterns | None:
+    if type(heralds) is _Runs:
+        heralds = [run[1] if run[0] != ANONYMOUS else None for run in heralds]
     out = heralds[0]
     for h in heralds[1:]:
         out = _hull(out, h)
@@ -104,24 +101,28 @@ def _hull_all(heralds: list[Patterns | None] | _RunHeralds) -> Patterns | None:
 class _Side:
     """One side's window state: rows and their timestamps in arrival order, and runs of partitions over them."""
 
-    __slots__ = ("rows", "ts", "runs")
+    __slots__ = ("rows", "ts", "runs", "gone")
 
     def __init__(self) -> None:
         self.rows: list[Row] = []
         self.ts: list[Any] = []
         self.runs: list[list] = []
         """[pid, patterns, start, end, name): consecutive rows of one partition; ``name`` is the operator's
-        small integer for the patterns (hashing an int per pair of runs, not nested tuples)."""
+        small integer for the patterns (hashing an int per pair of runs, not nested tuples). ``start`` and
+        ``end`` count every row the side ever stored, so expiry does not shift them: ``rows[i]`` is row
+        ``gone + i`` (the first run may start before ``gone``)."""
+        self.gone = 0
+        """Rows expired so far."""
 
     def append(self, pid: int, patterns: Patterns | None, rows: Sequence[Row], ts_index: int, name: int = 0) -> None:
-        start = len(self.rows)
+        start = self.gone + len(self.rows)
         self.rows.extend(rows)
         self.ts.extend(map(itemgetter(ts_index), rows))
         runs = self.runs
         if runs and runs[-1][0] == pid:
-            runs[-1][3] = len(self.rows)
+            runs[-1][3] = self.gone + len(self.rows)
         else:
-            runs.append([pid, patterns, start, len(self.rows), name])
+            runs.append([pid, patterns, start, self.gone + len(self.rows), name])
 
     def expire(self, horizon: Any) -> None:
         """Drop the rows with ts ≤ horizon, and the runs left empty."""
@@ -130,17 +131,17 @@ class _Side:
             return
         del self.rows[:cut]
         del self.ts[:cut]
+        gone = self.gone = self.gone + cut
         runs = self.runs
-        gone = 0
-        while gone < len(runs) and runs[gone][3] <= cut:
-            gone += 1
-        if gone:
-            del runs[:gone]
-        for run in runs:
-            run[2] -= cut
-            run[3] -= cut
-        if runs and runs[0][2] < 0:
-            runs[0][2] = 0
+        if not self.rows:
+            runs.clear()
+            return
+        # every stored row is in a run, so a run ending after ``gone`` remains
+        first = 0
+        while runs[first][3] <= gone:
+            first += 1
+        if first:
+            del runs[:first]
 
 
 def _probe(
@@ -272,7 +273,7 @@ class MultiModalBatchJoin(WindowedJoin):
             # the whole loop.
             runs = other.runs
             names = set(map(_NAME, runs))
-            whole = [[self.full, 0, len(other.rows), list(runs)]] if runs else []
+            whole = [[self.full, 0, len(other.rows), _Runs(runs)]] if runs else []
             slots, known = self._slots[side], self._full_with[side]
             # consecutive slices that meet the other side's window in the same groups probe it together
             patterns: list[Patterns | None] = []
@@ -281,7 +282,7 @@ class MultiModalBatchJoin(WindowedJoin):
             stored: list[Row] = []
             """This side's slices join its state after the loop, in one extend (the loop probes the other side);
             their runs are entered as the loop goes, since nothing reads this side's state meanwhile."""
-            base = len(mine.rows)
+            base = mine.gone + len(mine.rows)
             mruns = mine.runs
             last = mruns[-1] if mruns else None
             dropped = wholes = begun = 0
@@ -290,9 +291,7 @@ class MultiModalBatchJoin(WindowedJoin):
                 if not prows:
                     continue
                 # the per-slice path is one dict lookup and a set comparison: most slices carry recurring heralds
-                if pid == ANONYMOUS:
-                    name, theirs, full = 0, None, known.get(0, _NOTHING)
-                else:
+                if pid:
                     slot = slots.get(herald)
                     if slot is None:
                         slot = self._slot(side, part)
@@ -300,29 +299,31 @@ class MultiModalBatchJoin(WindowedJoin):
                     if dead:
                         dropped += len(prows)
                         continue
-                    theirs = herald
+                else:  # anonymous
+                    name, herald, full = 0, None, known.get(0, _NOTHING)
                 if names <= full:
                     groups = whole
                     wholes += 1
                 else:
                     groups = self._groups(side, part, name, other)
                     work[0] += len(prows) * (len(other.rows) - sum([g[2] - g[1] for g in groups]))
-                if plan is not None and (plan is groups or _same(plan, groups)):
-                    if patterns[-1] is not theirs:
-                        patterns.append(theirs)
+                if groups is plan or (plan is not None and _same(plan, groups)):
+                    if patterns[-1] is not herald:
+                        patterns.append(herald)
                 else:
                     if plan:  # the slices since ``begun`` probe together
                         self._probe_groups(side, stored[begun:], patterns, plan, other, ts_index, out)
-                    begun, patterns, plan = len(stored), [theirs], groups
+                    begun, patterns, plan = len(stored), [herald], groups
                 at = base + len(stored)
                 stored += prows
                 if last is not None and last[0] == pid:
-                    last[3] = base + len(stored)
+                    last[3] = at + len(prows)
                 else:
-                    last = [pid, herald, at, base + len(stored), name]
+                    last = [pid, herald, at, at + len(prows), name]
                     mruns.append(last)
-            self.dropped += dropped
-            work[0] += dropped * len(other.rows)
+            if dropped:
+                self.dropped += dropped
+                work[0] += dropped * len(other.rows)
             work[1] += (dropped + len(stored)) * len(other.rows)
             met[_EVALUATE_FLAG] += wholes * len(runs)
             if plan:
@@ -380,6 +381,7 @@ class MultiModalBatchJoin(WindowedJoin):
         full, known = self.full, self._full_with[side]
         mine = part.herald if part.pid != ANONYMOUS else None
         groups: list[list] = []
+        gone = other.gone
         for run in other.runs:
             entry = decided.get((name, run[4]) if side == LEFT else (run[4], name))
             if entry is None:
@@ -389,23 +391,22 @@ class MultiModalBatchJoin(WindowedJoin):
                 known.setdefault(name, set()).add(run[4])
             elif entry[0] is _SKIP:
                 continue
-            if groups and groups[-1][0] is entry and groups[-1][2] == run[2]:
-                groups[-1][2] = run[3]
+            start, end = run[2] - gone, run[3] - gone  # positions in ``other.rows``
+            if groups and groups[-1][0] is entry and groups[-1][2] == start:
+                groups[-1][2] = end
                 groups[-1][3].append(run)
             else:
-                groups.append([entry, run[2], run[3], [run]])
+                groups.append([entry, start if start > 0 else 0, end, _Runs((run,))])
         return groups
 
     def _probe_groups(
         self, side: int, rows: list[Row], mine: list[Patterns | None], groups: list[list], other: _Side, ts_index: int, out: list[Joined]
     ) -> None:
         window = self.window
-        for group in groups:
-            (action, test, _), start, end, runs = group
+        for (action, test, _), start, end, runs in groups:
             pairs = _probe(side, rows, ts_index, other, start, end, action, test, window)
             if pairs:
-                theirs = _RunHeralds(runs)
-                out.append(Joined(mine, theirs, pairs) if side == LEFT else Joined(theirs, mine, pairs))
+                out.append(Joined(mine, runs, pairs) if side == LEFT else Joined(runs, mine, pairs))
 
     def _dead(self, side: int, part: Partition, name: int) -> bool:
         """Does this slice's herald alone rule the predicate out, whatever the other side holds?"""

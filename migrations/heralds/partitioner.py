@@ -9,11 +9,14 @@ is reserved for anonymous tuples, under no herald at all. A partition may
 span several batches; ``Partitioner.closed`` lists the ids that ended, so
 operators can drop their control-table entries.
 
-Finding punctuation costs one C-level pass (``map(type, …)`` and
-``list.index``) per batch rather than a Python test per row; rows between
-two heralds are sliced, not copied one by one. Heralds may also come
-beside the batch, with the position they apply from (a herald column, a
-side stream), which spares that pass.
+Finding punctuation costs one C-level pass per batch (``map(type, …)``,
+then ``count(tuple)``, an identity test per row) rather than a Python test
+per row: a herald is looked for where the count in force runs out, which is
+where exactly counted heralds follow each other, and ``list.index`` (which
+compares every row's type with ``Herald`` the slow way) searches only when
+it is not there. Rows between two heralds are sliced, not copied one by
+one. Heralds may also come beside the batch, with the position they apply
+from (a herald column, a side stream), which spares that pass.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import math
 from bisect import bisect_left
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from .herald import Herald, HeraldViolation, InForce, Patterns
+from .herald import COUNT, Herald, HeraldViolation, InForce, Patterns
 
 ANONYMOUS = 0
 _tuple_new = tuple.__new__
@@ -85,27 +88,63 @@ class Partitioner:
             if start < n:
                 self._rows(batch, start, n, out)
             return out
-        index = list(map(type, batch)).index
+        types = list(map(type, batch))
+        index = types.index
+        # Punctuation is found by the rows' types. ``list.index(Herald)`` compares every row's type with
+        # Herald the slow way (they are not the same object), while ``count(tuple)`` is an identity test per
+        # row; so a herald is looked for where the count in force runs out (exactly counted heralds follow
+        # each other there) and accepted when the rows before it are all tuples, and once every non-tuple
+        # of the batch is a herald found, none is left ahead.
+        others = n - types.count(tuple)
         in_force = self.in_force
         inf, check = math.inf, self.check
-        start = 0
+        start = found = 0
+        closed = self.closed
         while start <= n:
-            try:
-                stop = index(Herald, start)
-            except ValueError:
+            if found == others:
                 stop = n
+            else:
+                left = in_force.rows_left
+                guess = start + int(left) if left != inf else n
+                if guess < n and types[guess] is Herald and types[start:guess].count(tuple) == left:
+                    stop = guess
+                else:
+                    try:
+                        stop = index(Herald, start)
+                    except ValueError:
+                        stop = n
+                        found = others
             if stop > start:
                 left = in_force.rows_left
                 if left >= stop - start and in_force.time_left == inf and not check:
                     # the common case, inline: the rows up to the next herald are one slice of the partition
                     # in force (a count herald covering them all, or none)
-                    out.append(_tuple_new(Partition, (self.pid, in_force.merged, batch[start:stop])))
-                    if left != inf and in_force.consume(stop - start):
-                        self._new_partition()
+                    pid = self.pid
+                    out.append(_tuple_new(Partition, (pid, in_force.merged, batch[start:stop])))
+                    if left != inf:
+                        if left == stop - start and len(in_force.active) == 1:
+                            # a lone count herald runs out with these rows: the stream is anonymous again
+                            in_force.clear()
+                            closed.append(pid)
+                            self.pid = ANONYMOUS
+                        elif in_force.consume(stop - start):
+                            self._new_partition()
                 else:
                     self._rows(batch, start, stop, out)
             if stop < n:
-                self._herald(batch[stop])
+                found += 1
+                herald = batch[stop]
+                life = herald.lifespan
+                if life.kind == COUNT and not in_force.active:
+                    # the common case, inline: a count herald alone starts a partition
+                    in_force.alone(herald, life.value)
+                    self.heralds_seen += 1
+                    if self.pid != ANONYMOUS:
+                        closed.append(self.pid)
+                    self.pid = self.next_pid
+                    self.next_pid += 1
+                else:
+                    self._herald(herald)
             start = stop + 1
         return out
 

@@ -185,11 +185,16 @@ class JoinReasoner(Reasoner):
     ) -> None:
         super().__init__(predicate, domain)
         self.left, self.right = left, right
+        self._qualified: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        """Per side, attribute → its name in the predicate (``a`` → ``L.a``), made once per attribute."""
 
     def decide(self, left: Patterns | None, right: Patterns | None) -> SelectDecision:
         """The pair's decision; ``None`` on a side means that side is anonymous (or not yet known)."""
         ranges: dict[str, Range] = {}
-        for prefix, patterns in ((self.left, left), (self.right, right)):
+        for prefix, qualified, patterns in ((self.left, self._qualified[0], left), (self.right, self._qualified[1], right)):
             for attribute, r in patterns or ():
-                ranges[f"{prefix}.{attribute}"] = r
+                name = qualified.get(attribute)
+                if name is None:
+                    name = qualified[attribute] = f"{prefix}.{attribute}"
+                ranges[name] = r
         return self.decide_ranges(ranges)

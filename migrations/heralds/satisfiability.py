@@ -111,6 +111,7 @@ class InequalityGraph:
                 if a.op == EQ:
                     highs[x] = self._min_high(highs[x], (c, False))
         self.group = _strongly_connected(len(names), [(x, y) for x, y, _ in edges])
+        self._group_of = {name: self.group[i] for name, i in names.items()}
         groups = max(self.group, default=-1) + 1
         self.contradiction = False
         """A ``<`` edge inside a group of attributes that must all be equal."""
@@ -169,10 +170,7 @@ class InequalityGraph:
         return (high[0], high[1] or strict)
 
     def index(self, attribute: str) -> int | None:
-        try:
-            return self.group[self.attributes.index(attribute)]
-        except ValueError:
-            return None
+        return self._group_of.get(attribute)
 
     def refine(self, ranges: Mapping[str, Range]) -> Refined:
         """Add ``ranges`` (a herald's patterns) and push only what they tighten (PredSAT's step)."""
@@ -181,10 +179,14 @@ class InequalityGraph:
         rising: deque[int] = deque()
         falling: deque[int] = deque()
         touched: set[int] = set()
+        group_of, real = self._group_of, self.domain is Domain.REAL
         for attribute, r in ranges.items():
-            g = self.index(attribute)
-            lo = self._max_low(NO_LOW, (r.low, r.low_open))
-            hi = self._min_high(NO_HIGH, (r.high, r.high_open))
+            g = group_of.get(attribute)
+            if real:  # a pattern's ends are bounds as they are (an unbounded end is no tighter than none)
+                lo, hi = (r.low, r.low_open), (r.high, r.high_open)
+            else:
+                lo = self._max_low(NO_LOW, (r.low, r.low_open))
+                hi = self._min_high(NO_HIGH, (r.high, r.high_open))
             if g is None:  # the query does not mention it: only an empty range matters
                 satisfiable &= not empty(lo, hi)
                 continue
@@ -212,7 +214,11 @@ class InequalityGraph:
                     high[g] = hi
                     falling.append(g)
                     touched.add(g)
-        satisfiable = satisfiable and not any(empty(low[g], high[g]) for g in touched)
+        if satisfiable:
+            for g in touched:
+                if empty(low[g], high[g]):
+                    satisfiable = False
+                    break
         return Refined(self, low, high, satisfiable, len(touched))
 
     def reaches(self, x: str, y: str) -> tuple[bool, bool]:

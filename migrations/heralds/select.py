@@ -53,8 +53,9 @@ class MultiModalSelect:
         self.attributes = frozenset(attributes_of(self.reasoner.predicate))
         """The attributes the predicate mentions: the only ones of a herald's patterns a decision depends on."""
         self._counts = [0, 0, 0]
-        self._compiled: dict[tuple[Atom, ...], Callable[[Row], bool]] = {}
-        """Compiled residuals: many heralds leave the same atoms to evaluate, and compiling costs more than deciding."""
+        self._compiled: dict[tuple[Atom, ...], Callable[[Row], bool]] = {self.reasoner.predicate: self.full}
+        """Compiled residuals: many heralds leave the same atoms to evaluate, and compiling costs more than deciding
+        (a herald that proves nothing leaves the whole predicate, compiled already)."""
         self.decisions = 0
         """PredSAT runs (cache misses of the projected patterns)."""
         self.partitions = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -124,3 +125,55 @@ def test_heralds_beside_the_batch_partition_like_punctuation_rows(seed, n, heral
                 seen += 1
         assert beside.feed(rows, marks) == inline.feed(batch)
         assert beside.closed == inline.closed
+
+
+def counted_stream(seed: int, partitions: int) -> list:
+    """Mostly what the benchmarks and the creation operator send: each count herald followed by exactly the rows
+    it counts; at random, a herald that ends early, late or never (more rows, or a second herald arriving inside
+    its count and merging), a time-based herald, a partition with no herald, and rows that are lists rather
+    than tuples."""
+    rnd = random.Random(seed)
+    out: list = []
+    ts = 0.0
+    for _ in range(partitions):
+        size = rnd.randint(1, 12)
+        rows = []
+        for _ in range(size):
+            ts += 1.0
+            row = (rnd.randrange(10), rnd.randrange(10), ts)
+            rows.append(list(row) if rnd.random() < 0.05 else row)
+        kind = rnd.random()
+        if kind < 0.65:
+            out.append(Herald.of({"a": Range(0, 9)}, count=size))
+        elif kind < 0.75:
+            out.append(Herald.of({"a": Range(0, 9)}, count=rnd.choice([max(1, size - 2), size + 3, math.inf])))
+        elif kind < 0.85:
+            out.append(Herald.of({"a": Range(0, 9)}, count=size))
+            rows.insert(rnd.randrange(len(rows) + 1), Herald.of({"b": Range(0, 9)}, count=rnd.randint(1, 4)))
+        elif kind < 0.92:
+            out.append(Herald.of({"b": Range(0, 9)}, time=rnd.choice([2.0, 5.0, math.inf]), ts=ts - size + 1))
+        out.extend(rows)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10**6), st.integers(0, 30), st.lists(st.integers(1, 40), max_size=4))
+def test_counted_heralds_are_found_where_their_counts_end_and_anywhere_else(seed, partitions, sizes) -> None:
+    # the punctuation path looks for the next herald where the count in force ends (and searches when it is
+    # not there); heralds beside the batch need no search
+    stream = counted_stream(seed, partitions)
+    inline, beside, checked = Partitioner(POSITION, ts="ts"), Partitioner(POSITION, ts="ts"), Partitioner(POSITION, ts="ts", check=True)
+    for batch in chunks(stream, sizes):
+        rows = [r for r in batch if not isinstance(r, Herald)]
+        marks, seen = [], 0
+        for item in batch:
+            if isinstance(item, Herald):
+                marks.append((seen, item))
+            else:
+                seen += 1
+        got = inline.feed(batch)
+        assert got == beside.feed(rows, marks) == checked.feed(batch)
+        assert inline.closed == beside.closed == checked.closed
+        assert inline.heralds_seen == beside.heralds_seen
+        assert (inline.pid, inline.next_pid, inline.in_force.merged, inline.in_force.rows_left, inline.in_force.time_left) == (
+            beside.pid, beside.next_pid, beside.in_force.merged, beside.in_force.rows_left, beside.in_force.time_left)
