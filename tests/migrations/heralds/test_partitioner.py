@@ -110,19 +110,25 @@ def test_the_creation_operator_announces_the_exact_ranges_of_each_cluster() -> N
         punctuate([[]], ["a"], POSITION)
 
 
+def beside_the_batch(batch: list) -> tuple[list, list]:
+    """A punctuated batch as its rows and its heralds beside them, each with the position it applies from."""
+    rows = [r for r in batch if not isinstance(r, Herald)]
+    marks, seen = [], 0
+    for item in batch:
+        if isinstance(item, Herald):
+            marks.append((seen, item))
+        else:
+            seen += 1
+    return rows, marks
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 10**6), st.integers(0, 80), st.integers(0, 20), st.lists(st.integers(1, 9), max_size=3))
 def test_heralds_beside_the_batch_partition_like_punctuation_rows(seed, n, heralds, sizes) -> None:
     stream = punctuated_stream(seed, n, heralds=heralds, time_share=0.4, slack=0.5)
     inline, beside = Partitioner(POSITION, ts="ts"), Partitioner(POSITION, ts="ts")
     for batch in chunks(stream, sizes):
-        rows = [r for r in batch if not isinstance(r, Herald)]
-        marks, seen = [], 0
-        for item in batch:
-            if isinstance(item, Herald):
-                marks.append((seen, item))
-            else:
-                seen += 1
+        rows, marks = beside_the_batch(batch)
         assert beside.feed(rows, marks) == inline.feed(batch)
         assert beside.closed == inline.closed
 
@@ -164,13 +170,7 @@ def test_counted_heralds_are_found_where_their_counts_end_and_anywhere_else(seed
     stream = counted_stream(seed, partitions)
     inline, beside, checked = Partitioner(POSITION, ts="ts"), Partitioner(POSITION, ts="ts"), Partitioner(POSITION, ts="ts", check=True)
     for batch in chunks(stream, sizes):
-        rows = [r for r in batch if not isinstance(r, Herald)]
-        marks, seen = [], 0
-        for item in batch:
-            if isinstance(item, Herald):
-                marks.append((seen, item))
-            else:
-                seen += 1
+        rows, marks = beside_the_batch(batch)
         got = inline.feed(batch)
         assert got == beside.feed(rows, marks) == checked.feed(batch)
         assert inline.closed == beside.closed == checked.closed
