@@ -147,7 +147,9 @@ class InForce:
     def arrive(self, herald: Herald) -> None:
         life = herald.lifespan
         if not self.active and life.kind == COUNT:  # the common case: a count herald alone, set directly
-            self.alone(herald, life.value)
+            self.active = [_Active(herald, life.value)]
+            self.merged = herald.patterns
+            self.rows_left, self.time_left = life.value, math.inf
             return
         if self.merged is None:  # nothing to merge with; a herald's own patterns are never empty
             merged = herald.patterns
@@ -172,18 +174,6 @@ class InForce:
             self.active.append(_Active(herald, until=herald.ts + herald.lifespan.value))  # type: ignore[operator]
         self.merged = merged
         self._bounds()
-
-    def alone(self, herald: Herald, count: float) -> None:
-        """``arrive`` for a count-based herald when none is in force (the caller checked both)."""
-        self.active = [_Active(herald, count)]
-        self.merged = herald.patterns
-        self.rows_left, self.time_left = count, math.inf
-
-    def clear(self) -> None:
-        """The heralds in force all ran out (the caller knows: one count-based herald, its rows consumed)."""
-        self.active = []
-        self.merged = None
-        self.rows_left = self.time_left = math.inf
 
     def consume(self, rows: int) -> bool:
         """``rows`` tuples went by; returns whether a herald ran out (the merged patterns changed)."""

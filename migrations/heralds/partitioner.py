@@ -25,7 +25,7 @@ import math
 from bisect import bisect_left
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from .herald import COUNT, Herald, HeraldViolation, InForce, Patterns
+from .herald import Herald, HeraldViolation, InForce, Patterns
 
 ANONYMOUS = 0
 _tuple_new = tuple.__new__
@@ -99,7 +99,6 @@ class Partitioner:
         in_force = self.in_force
         inf, check = math.inf, self.check
         start = found = 0
-        closed = self.closed
         while start <= n:
             if found == others:
                 stop = n
@@ -119,32 +118,14 @@ class Partitioner:
                 if left >= stop - start and in_force.time_left == inf and not check:
                     # the common case, inline: the rows up to the next herald are one slice of the partition
                     # in force (a count herald covering them all, or none)
-                    pid = self.pid
-                    out.append(_tuple_new(Partition, (pid, in_force.merged, batch[start:stop])))
-                    if left != inf:
-                        if left == stop - start and len(in_force.active) == 1:
-                            # a lone count herald runs out with these rows: the stream is anonymous again
-                            in_force.clear()
-                            closed.append(pid)
-                            self.pid = ANONYMOUS
-                        elif in_force.consume(stop - start):
-                            self._new_partition()
+                    out.append(_tuple_new(Partition, (self.pid, in_force.merged, batch[start:stop])))
+                    if left != inf and in_force.consume(stop - start):
+                        self._new_partition()
                 else:
                     self._rows(batch, start, stop, out)
             if stop < n:
                 found += 1
-                herald = batch[stop]
-                life = herald.lifespan
-                if life.kind == COUNT and not in_force.active:
-                    # the common case, inline: a count herald alone starts a partition
-                    in_force.alone(herald, life.value)
-                    self.heralds_seen += 1
-                    if self.pid != ANONYMOUS:
-                        closed.append(self.pid)
-                    self.pid = self.next_pid
-                    self.next_pid += 1
-                else:
-                    self._herald(herald)
+                self._herald(batch[stop])
             start = stop + 1
         return out
 
