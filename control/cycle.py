@@ -632,27 +632,28 @@ def _lag(setup: Setup, problem: Problem) -> np.ndarray | None:
     return np.array([sum(timings.get(q, (0.0, 0.0))) / setup.time_unit_seconds for q in problem.queries])
 
 
-def _draining(setup: Setup, problem: Problem, snapshot: Snapshot, now: float) -> np.ndarray:
-    """Per query, True while its last change may still hold two plans (less than its window in force + lag ago)."""
+def _within_window(setup: Setup, problem: Problem, snapshot: Snapshot, now: float, since: Mapping[str, float]) -> np.ndarray:
+    """Per query, True while less than its window in force (+ lag) has passed since ``since[query]``."""
     lag = _lag(setup, problem)
     out = np.zeros(len(problem.queries), dtype=bool)
     for i, q in enumerate(problem.queries):
-        settings, at = snapshot.running.get(q), snapshot.changed_at.get(q)
+        settings, at = snapshot.running.get(q), since.get(q)
         if settings is not None and at is not None and math.isfinite(at):
             out[i] = now - at < longest_window(setup.plan, q, settings) + (0.0 if lag is None else lag[i])
     return out
 
 
+def _draining(setup: Setup, problem: Problem, snapshot: Snapshot, now: float) -> np.ndarray:
+    """Per query, True while its last change may still hold two plans (less than its window in force + lag ago)."""
+    return _within_window(setup, problem, snapshot, now, snapshot.changed_at)
+
+
 def _falling(setup: Setup, problem: Problem, snapshot: Snapshot, state: CycleState, now: float) -> bool:
     """Whether some query's measured state is draining: a stream it reads stepped down less than its window in force
     (+ lag) ago, so its windows still hold state of the faster rate that goes away by itself."""
-    fell, lag = state.feedback.fell_at, _lag(setup, problem)
-    for i, q in enumerate(problem.queries):
-        settings = snapshot.running.get(q)
-        at = max((fell.get(s, -math.inf) for s in _streams(setup.plan, q)), default=-math.inf)
-        if settings is not None and now - at < longest_window(setup.plan, q, settings) + (0.0 if lag is None else lag[i]):
-            return True
-    return False
+    fell = state.feedback.fell_at
+    since = {q: max((fell.get(s, -math.inf) for s in _streams(setup.plan, q)), default=-math.inf) for q in problem.queries}
+    return bool(_within_window(setup, problem, snapshot, now, since).any())
 
 
 def _running(problem: Problem, snapshot: Snapshot) -> Running | None:
