@@ -425,7 +425,7 @@ class GenMigApplier:
         if self.clock() - self._since.get(query, self.clock()) > self.timeout_seconds:
             self._give_up(query, migration)
             return
-        old_done, watermark, note = self._old_done(query, migration, old)
+        old_done, watermark, note = self._old_done(query, managed.spec.streams, migration, old)
         if migration.state == RUNNING:
             latest = self._latest(managed.query)
             new_read = self._read(query, managed.spec.streams, managed.params, latest) if latest is not None else {}
@@ -445,12 +445,13 @@ class GenMigApplier:
                 self._since.pop(query, None)
                 self._record(migration.to(DONE, watermark or migration.t_split, f"old plan stopped after {note}"))
 
-    def _old_done(self, query: str, migration: Migration, old: Run) -> tuple[bool, float | None, str]:
+    def _old_done(self, query: str, streams: tuple[str, ...], migration: Migration,
+                  old: Run) -> tuple[bool, float | None, str]:
         """Whether the old run has emitted every result before T_split, its watermark, and how that shows."""
         latest = self._latest(old.query)
         watermark = latest.watermark.timestamp() if latest is not None and latest.watermark is not None else None
         if migration.facts.get("emits") == "arrival":
-            read = self._read(query, self.manager.get(query).spec.streams, old.params, latest) if latest is not None else {}
+            read = self._read(query, streams, old.params, latest) if latest is not None else {}
             return bool(read) and passed_split(read, migration.t_split, list(old.params.extra.get("sources") or {})), \
                 watermark, "it had read past T_split"
         return old_plan_done(watermark, migration.t_split), watermark, "its watermark passed T_split"

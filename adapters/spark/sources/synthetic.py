@@ -37,11 +37,9 @@ class SyntheticAdapter:
         return self._parsed(stream, options).start + seconds
 
     def start(self, stream: str, options: Mapping[str, Any], old: OldRun, position: float) -> Start:
-        starting = position - self._parsed(stream, options).start
-        return Start({**without(options, "starting_seconds"), "starting_seconds": repr(starting)},
-                     f"reads from {starting:g} s after the origin")
+        return self.replay(stream, options, position)
 
     def replay(self, stream: str, options: Mapping[str, Any], since: float) -> Start:
         starting = max(0.0, since - self._parsed(stream, options).start)
         return Start({**without(options, "starting_seconds"), "starting_seconds": repr(starting)},
-                     f"replays from {starting:g} s after the origin")
+                     f"reads from {starting:g} s after the origin")
