@@ -36,6 +36,9 @@ speed                  1.0      event-time seconds per wall-clock second (> 0; l
 starting_seconds       0        where a new query starts reading (seconds after start, or ``latest``)
 end_seconds            none     the stream ends here (latest offset never passes it)
 max_seconds_per_batch  none     a micro-batch covers at most this much event time (a simulated trigger)
+catch_up_seconds       none     rows up to here (seconds after start) are already there: a batch that
+                                begins before it reads up to it at once, whatever max_seconds_per_batch
+                                says (a replaying run's backlog, which a real trigger reads in one batch)
 partitions             1        Spark partitions per micro-batch
 ====================== ======== ==================================================================
 """
@@ -59,7 +62,8 @@ FORMAT = "armd-synthetic"
 KEY_DISTRIBUTIONS = ("uniform", "zipf")
 OPTIONS = (
     "stream", "start", "schedule", "seed", "all_streams", "keys", "key_distribution", "zipf_exponent",
-    "element_bytes", "speed", "starting_seconds", "end_seconds", "max_seconds_per_batch", "partitions",
+    "element_bytes", "speed", "starting_seconds", "end_seconds", "max_seconds_per_batch", "catch_up_seconds",
+    "partitions",
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -87,6 +91,8 @@ class SourceOptions:
     """None: start at the latest offset."""
     end_seconds: float | None = None
     max_seconds_per_batch: float | None = None
+    catch_up_seconds: float | None = None
+    """Rows before it are a backlog a batch reads at once (``max_seconds_per_batch`` paces live rows only)."""
     partitions: int = 1
 
     @property
@@ -133,6 +139,7 @@ class SourceOptions:
             starting_seconds=None if starting == "latest" else _number(raw, "starting_seconds", 0.0),
             end_seconds=_optional_number(raw, "end_seconds"),
             max_seconds_per_batch=_optional_number(raw, "max_seconds_per_batch", positive=True),
+            catch_up_seconds=_optional_number(raw, "catch_up_seconds"),
             partitions=_integer(raw, "partitions", 1, 1),
         )
 
@@ -156,6 +163,8 @@ class SourceOptions:
             out["end_seconds"] = repr(self.end_seconds)
         if self.max_seconds_per_batch is not None:
             out["max_seconds_per_batch"] = repr(self.max_seconds_per_batch)
+        if self.catch_up_seconds is not None:
+            out["catch_up_seconds"] = repr(self.catch_up_seconds)
         return out
 
 
@@ -360,7 +369,8 @@ class SyntheticStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             begin = int(start["event_ms"])
             latest = max(latest, begin)
             if o.max_seconds_per_batch is not None:
-                latest = min(latest, begin + _ms(o.max_seconds_per_batch))
+                backlog = _ms(o.catch_up_seconds) if o.catch_up_seconds is not None else begin
+                latest = min(latest, max(begin + _ms(o.max_seconds_per_batch), backlog))
         return _offset(o.stream, latest)
 
     def prepareForTriggerAvailableNow(self) -> None:

@@ -91,8 +91,12 @@ class SourceAdapter(Protocol):
 class Replaying(SourceAdapter, Protocol):
     """A source whose new run can start at any earlier event time and read the very elements the old run read."""
 
-    def replay(self, stream: str, options: Mapping[str, Any], since: float) -> Start:
-        """The options of a new run that sees every element with an event time at or after ``since`` (epoch seconds)."""
+    def replay(self, stream: str, options: Mapping[str, Any], since: float, until: float | None = None) -> Start:
+        """The options of a new run that sees every element with an event time at or after ``since`` (epoch seconds).
+
+        ``until``: the old run's position; the elements up to it are there already, so a source that paces its
+        batches reads them in the first one (a backlog, as a real trigger reads it), not at the live pace.
+        """
 
 
 def replays(adapter: SourceAdapter) -> bool:

@@ -48,6 +48,6 @@ class FileAdapter:
     def start(self, stream: str, options: Mapping[str, Any], old: OldRun, position: float) -> Start:
         return self.replay(stream, options, position)
 
-    def replay(self, stream: str, options: Mapping[str, Any], since: float) -> Start:
+    def replay(self, stream: str, options: Mapping[str, Any], since: float, until: float | None = None) -> Start:
         return Start({**{str(k): str(v) for k, v in options.items()}, SINCE_KEY: repr(since)},
                      f"rereads {text(options, 'path')} keeping rows from {since!r} on")

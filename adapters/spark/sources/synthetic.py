@@ -4,7 +4,10 @@ Position: the end offset's ``event_ms`` after the origin — the source reads
 [a, b) per batch, so every element read lies before it. Start: the new run
 reads from that offset (``starting_seconds``); the source draws the same
 rows for every reader, so it sees exactly the elements after the position.
-Replay: the same, from any earlier event time (the origin at the earliest).
+Replay: the same, from any earlier event time (the origin at the earliest);
+the rows up to the old run's position are there already, so the new run
+reads them in its first batch (``catch_up_seconds``) rather than at the
+pace ``max_seconds_per_batch`` sets for live rows.
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ class SyntheticAdapter:
     def start(self, stream: str, options: Mapping[str, Any], old: OldRun, position: float) -> Start:
         return self.replay(stream, options, position)
 
-    def replay(self, stream: str, options: Mapping[str, Any], since: float) -> Start:
-        starting = max(0.0, since - self._parsed(stream, options).start)
-        return Start({**without(options, "starting_seconds"), "starting_seconds": repr(starting)},
-                     f"reads from {starting:g} s after the origin")
+    def replay(self, stream: str, options: Mapping[str, Any], since: float, until: float | None = None) -> Start:
+        origin = self._parsed(stream, options).start
+        starting = max(0.0, since - origin)
+        start = {**without(options, "starting_seconds", "catch_up_seconds"), "starting_seconds": repr(starting)}
+        if until is None or until <= since:
+            return Start(start, f"reads from {starting:g} s after the origin")
+        backlog = until - origin
+        return Start({**start, "catch_up_seconds": repr(backlog)},
+                     f"reads from {starting:g} s after the origin, up to {backlog:g} s in its first batch")

@@ -131,6 +131,9 @@ def test_sources_that_replay_start_a_new_run_at_any_earlier_event_time():
     assert replays(synthetic)
     assert synthetic.replay("clicks", SYNTHETIC, 1930640403.5).options["starting_seconds"] == "3.5"
     assert synthetic.replay("clicks", SYNTHETIC, 1930640390.0).options["starting_seconds"] == "0.0"  # not before the origin
+    assert "catch_up_seconds" not in synthetic.replay("clicks", SYNTHETIC, 1930640403.5).options
+    backlog = synthetic.replay("clicks", SYNTHETIC, 1930640403.5, until=1930640419.5).options
+    assert (backlog["starting_seconds"], backlog["catch_up_seconds"]) == ("3.5", "19.5")  # the old run's position
     files = adapter_for("clicks", FILES)
     assert replays(files) and float(files.replay("clicks", FILES, 1930640390.0).options["armd_since_seconds"]) == 1930640390.0
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from support.spark import progress_listener, spark  # noqa: F401
 
-from armd.adapters.spark.source import Arrivals, SourceOptionError, SourceOptions, read_synthetic, schedule_json
+from armd.adapters.spark.source import (Arrivals, SourceOptionError, SourceOptions, SyntheticStreamReader, read_synthetic,
+                                        schedule_json)
 from armd.adapters.synthetic import Schedule, SyntheticSource
 
 SCHEDULE = Schedule(40.0, steps=((20.0, 10.0),), bursts=((5.0, 5.0, 3.0),))
@@ -44,9 +45,24 @@ def test_bad_options_name_the_option_and_what_is_allowed(extra: dict[str, str], 
 
 
 def test_options_round_trip_and_iso_start() -> None:
-    parsed = SourceOptions.parse(options(keys="7", key_distribution="zipf", zipf_exponent="1.2", end_seconds="30"))
+    parsed = SourceOptions.parse(options(keys="7", key_distribution="zipf", zipf_exponent="1.2", end_seconds="30",
+                                         max_seconds_per_batch="4", catch_up_seconds="26.5"))
     assert SourceOptions.parse(parsed.as_options()) == parsed
     assert SourceOptions.parse(options(start="2023-11-14T22:13:20Z")).start == START
+
+
+def test_a_backlog_is_read_in_one_batch_and_live_rows_at_the_simulated_trigger() -> None:
+    """A replaying run's rows up to the old run's position are there already (``catch_up_seconds``): one batch reads
+    them, as a real trigger would; after them ``max_seconds_per_batch`` paces the batches again."""
+    reader = SyntheticStreamReader(SourceOptions.parse(options(
+        speed="1000", end_seconds="60", starting_seconds="10", max_seconds_per_batch="4", catch_up_seconds="26.5")))
+    first = reader.initialOffset()
+    assert first["event_ms"] == 10_000
+    caught_up = reader.latestOffset(first)
+    assert caught_up["event_ms"] == 26_500
+    assert reader.latestOffset(caught_up)["event_ms"] == 30_500
+    paced = SyntheticStreamReader(SourceOptions.parse(options(speed="1000", end_seconds="60", max_seconds_per_batch="4")))
+    assert paced.latestOffset({"stream": "clicks", "event_ms": 10_000})["event_ms"] == 14_000
 
 
 def test_arrival_times_are_the_synthetic_sources_own() -> None:
