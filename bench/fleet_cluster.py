@@ -234,8 +234,9 @@ SILENT_SECONDS = 5.0
 def state_over_bound(engine: Any, bound: float, burst_at: float) -> dict[str, float]:
     """Measured state against the bound from the burst on: each second, every run alive then, its newest report summed.
 
-    A run is alive from its first report until the migration that replaced it finished (the agent stops the old
-    run, then records the migration done), or until it has been silent for ``SILENT_SECONDS``. Two figures:
+    A run is alive from its first report until the migration that replaced it stopped it (the agent records the
+    migration done then, or, when the new run was still catching up, at ``old_stopped_at``), or until it has been
+    silent for ``SILENT_SECONDS``. Two figures:
     ``seconds_over_bound`` counts the seconds over the bound; ``back_under_bound_s`` is the time from the first
     second over the bound until the state is back under it for good (the issue's target, against
     ``burst_limit_s``).
@@ -248,9 +249,15 @@ def state_over_bound(engine: Any, bound: float, burst_at: float) -> dict[str, fl
                                      "WHERE state = 'done' AND finished_at IS NOT NULL")).all()
     return state_figures(
         [(r[0], r[1], r[2], _epoch(r[3]), float(r[4])) for r in rows],
-        {(query, int(_details(details)["live"]["old_plan"]["version"])): _epoch(finished)
+        {(query, int(_details(details)["live"]["old_plan"]["version"])): _old_stopped(_details(details), finished)
          for query, details, finished in replaced if "live" in _details(details)},
         bound, burst_at)
+
+
+def _old_stopped(details: dict[str, Any], finished: datetime) -> float:
+    """When a migration's old run stopped: as it finished, or earlier when the new run was still catching up then."""
+    stopped = details["live"]["facts"].get("old_stopped_at")
+    return _epoch(finished) if stopped is None else min(float(stopped), _epoch(finished))
 
 
 def _epoch(at: datetime) -> float:

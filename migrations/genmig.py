@@ -276,17 +276,20 @@ def next_state(migration: Migration, *, new_passed_split: bool, old_done: bool) 
     (running → draining). ``old_done``: the old plan has emitted every result
     before T_split — its watermark passed T_split, or, for results out on
     arrival, it read past T_split on every input, or it stopped — so it can
-    stop (draining → done). The old plan may be done first: a new plan that
-    replays its window starts behind the old one, and one that runs slower
-    falls behind it. It then drains at once, since the new plan owns every
-    result from T_split on whenever it gets there, and the old one has nothing
-    left to give. A resumed migration goes through the same function with
-    fresh facts, so it continues wherever the stored state stood. The Spark
-    adapter computes the facts; this decides.
+    stop. The old plan may be done first: a new plan that replays its window
+    starts behind the old one, and one that runs slower falls behind it. It
+    then drains at once, and the caller stops the old plan (its state is what
+    a cut is meant to free), since the new plan owns every result from T_split
+    on whenever it gets there. The migration is done once both hold: the old
+    plan has stopped and the new one answers for the present, so its state is
+    the new plan's steady state — until then a controller neither reads it as
+    such nor changes the query again. A resumed migration goes through the
+    same function with fresh facts, so it continues wherever the stored state
+    stood. The Spark adapter computes the facts; this decides.
     """
     if migration.state == RUNNING and (new_passed_split or old_done):
         return DRAINING
-    if migration.state == DRAINING and old_done:
+    if migration.state == DRAINING and old_done and new_passed_split:
         return DONE
     return None
 

@@ -32,11 +32,18 @@ beside the old one and splits the results at T_split:
    watermark has passed T_split (window aggregates), or, for queries whose
    results are out as soon as their last input is read (inner stream-stream
    joins), it has read past T_split on every source; it is stopped between
-   two batches. When it starts, a migration records when that will be in
-   event time (``facts["drain_at"]``, ``drain.expected_drain``: the old run's
-   batches go on from the position, ``batch_span_seconds`` each, and a
-   batch's watermark comes from the batches before it), which is when the
-   query's state drops to the new plan's (paper 001 Fig 7).
+   two batches then, and the migration is done once the new run has read
+   past T_split too. A replaying new run may still be behind when the old
+   one is done: the old run stops at once (the done record's
+   ``facts["old_stopped_at"]`` says when; its checkpoint is kept for a
+   resume until the end), and the migration stays
+   open until the new run has caught up, so that no one reads the query's
+   state as the new plan's, or changes it again, before then. When it
+   starts, a migration records when the old run will be done in event time
+   (``facts["drain_at"]``, ``drain.expected_drain``: the old run's batches
+   go on from the position, ``batch_span_seconds`` each, and a batch's
+   watermark comes from the batches before it), which is when the query's
+   state drops to the new plan's (paper 001 Fig 7).
 
 A result's *reference point* is the instant it describes, a Spark SQL
 expression over the result's columns: a window aggregate's is its window's
@@ -172,6 +179,8 @@ class GenMigApplier:
         self.log = log
         self.migrations: dict[str, Migration] = {}
         self._old: dict[str, Run] = {}
+        self._stopped_at: dict[str, float] = {}
+        """Query → when (epoch seconds) its old run was stopped, done while the new run was still behind."""
         self._answers_from: dict[str, float] = {}
         """Query → the T_split its current run answers from (it was the new run of that migration)."""
         self._lock = threading.RLock()
@@ -357,7 +366,7 @@ class GenMigApplier:
             positions = {s: adapter_for(s, o).position(s, o, olds[s]) for s, o in old_sources.items()}
             if replay:
                 replay_from = max(positions.values()) - reach
-                starts = {s: adapter_for(s, o).replay(s, o, replay_from)  # type: ignore[attr-defined]
+                starts = {s: adapter_for(s, o).replay(s, o, replay_from, positions[s])  # type: ignore[attr-defined]
                           for s, o in new_sources.items()}
             else:
                 starts = {s: adapter_for(s, o).start(s, o, olds[s], positions[s]) for s, o in new_sources.items()}
@@ -408,6 +417,7 @@ class GenMigApplier:
                 self.manager.stop(query, keep_checkpoint=True)
             self.migrations.clear()
             self._answers_from.clear()
+            self._stopped_at.clear()
 
     def step(self) -> None:
         """Advance every running migration by what the queries' progress shows now."""
@@ -420,30 +430,40 @@ class GenMigApplier:
                     self._record(migration.to(FAILED, migration.started or 0.0, f"{type(exc).__name__}: {exc}"))
 
     def _advance(self, query: str, migration: Migration) -> None:
-        """Read the two facts of ``migrations.genmig.next_state`` off the runs' progress and take the transitions it says."""
+        """Read the two facts of ``migrations.genmig.next_state`` off the runs' progress and take the transitions it says.
+
+        The old run is stopped as soon as it is done (draining), even while a replaying new run is still behind: its
+        state is what the change is meant to free. Its checkpoint stays until the migration is done, once the new run
+        has caught up too, so that a restart in between resumes the migration as stored.
+        """
         old, managed = self._old[query], self.manager.get(query)
         if self.clock() - self._since.get(query, self.clock()) > self.timeout_seconds:
             self._give_up(query, migration)
             return
         old_done, watermark, note = self._old_done(query, managed.spec.streams, migration, old)
-        if migration.state == RUNNING:
-            latest = self._latest(managed.query)
-            new_read = self._read(query, managed.spec.streams, managed.params, latest) if latest is not None else {}
-            new_passed = bool(new_read) and passed_split(new_read, migration.t_split,
-                                                         list(managed.params.extra.get("sources") or {}))
-            if next_state(migration, new_passed_split=new_passed, old_done=old_done) == DRAINING:
-                if new_passed:
-                    migration = migration.to(DRAINING, max(new_read.values()), "the new plan has read past T_split")
-                else:  # a replaying new run is still behind: the old plan has nothing left to give
-                    migration = migration.to(DRAINING, watermark or migration.t_split,
-                                             f"the old plan is done ({note}) before the new plan read past T_split")
-                self._record(migration)
-        if migration.state == DRAINING:
-            if next_state(migration, new_passed_split=True, old_done=old_done or not old.query.isActive) == DONE:
-                self.manager.end_run(old)
-                del self._old[query]
-                self._since.pop(query, None)
-                self._record(migration.to(DONE, watermark or migration.t_split, f"old plan stopped after {note}"))
+        old_done = old_done or (migration.state == DRAINING and not old.query.isActive)
+        latest = self._latest(managed.query)
+        new_read = self._read(query, managed.spec.streams, managed.params, latest) if latest is not None else {}
+        new_passed = bool(new_read) and passed_split(new_read, migration.t_split,
+                                                     list(managed.params.extra.get("sources") or {}))
+        if next_state(migration, new_passed_split=new_passed, old_done=old_done) == DRAINING:
+            if new_passed:
+                migration = migration.to(DRAINING, max(new_read.values()), "the new plan has read past T_split")
+            else:  # a replaying new run is still behind: the old plan has nothing left to give
+                migration = migration.to(DRAINING, watermark or migration.t_split,
+                                         f"the old plan is done ({note}) before the new plan read past T_split")
+            self._record(migration)
+        if migration.state == DRAINING and old_done and old.query.isActive:
+            self.manager.end_run(old, keep_checkpoint=True)
+            self._stopped_at[query] = time.time()
+        if next_state(migration, new_passed_split=new_passed, old_done=old_done) == DONE:
+            self.manager.end_run(old)
+            del self._old[query]
+            self._since.pop(query, None)
+            stopped = self._stopped_at.pop(query, None)
+            self._record(migration.to(DONE, max(new_read.values()) if new_read else migration.t_split,
+                                      f"old plan stopped after {note}; the new plan has read past T_split",
+                                      facts={**migration.facts, "old_stopped_at": stopped}))
 
     def _old_done(self, query: str, streams: tuple[str, ...], migration: Migration,
                   old: Run) -> tuple[bool, float | None, str]:
@@ -477,6 +497,10 @@ class GenMigApplier:
             self.manager.take_back(query, old)
             note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in event "
                     "time); it was stopped and the old plan answers alone again")
+        elif self._stopped_at.pop(query, None) is not None:  # the old plan was done and stopped; the new run is behind
+            self.manager.end_run(old)
+            note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in event "
+                    "time); the old plan had emitted everything before T_split and stopped, the new one goes on alone")
         else:
             self.manager.end_run(old)
             note = (f"timed out: the old plan's watermark did not pass T_split {limit}; it was stopped, its results "

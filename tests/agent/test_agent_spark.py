@@ -26,6 +26,7 @@ from support.store import store  # noqa: F401 - the fixture
 
 from armd.adapters.spark.managed import QueryManager
 from armd.adapters.spark.sinks import MemorySink
+from armd.adapters.spark.source import offset_seconds
 from armd.adapters.store import applications as apps
 from armd.adapters.store import models as m
 from armd.agent import Agent
@@ -131,6 +132,10 @@ def test_an_application_registers_reports_and_migrates_by_genmig_exactly(spark, 
     facts = done[1]["live"]["facts"]
     assert facts["replayed_seconds"] == 10.0 and facts["span_seconds"] == 0.0
     assert float(done[1]["t_split"]) - max(facts["positions"].values()) < 1.01  # one unit (1 s) + ε past the position
+    first = min((r for r in progress_listener.records() if r.run_id == facts["new_run"] and r.input_rows),
+                key=lambda r: r.batch_id)
+    read = start + offset_seconds(first.sources[0].end_offset)
+    assert read >= max(facts["positions"].values()) - 1e-3  # the replayed reach in one batch, not at the trigger's pace
     assert apps.applications(store)[0].status == "stopped" and apps.queries_of(store, "shop")[QUERY]["status"] == "removed"
 
     exactly_as_the_oracle(spark, progress_listener, tmp_path, declared, rows, start, split)

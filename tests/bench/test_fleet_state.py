@@ -25,3 +25,12 @@ def test_recovery_spans_a_dip_under_the_bound_until_the_state_stays_under_it():
     figures = fleet_cluster.state_figures(reports, {}, bound=10.0, burst_at=0.0)
     # Over at 0, 1 and 4 s, under at 2, 3 and from 5 s: three seconds over, back under for good 5 s after the first.
     assert figures == {"peak_state_over_bound": 2.0, "seconds_over_bound": 3.0, "back_under_bound_s": 5.0}
+
+
+def test_an_old_run_stopped_before_its_migration_finished_counts_until_it_stopped():
+    from datetime import datetime, timezone
+
+    finished = datetime.fromtimestamp(20.0, timezone.utc)
+    caught_up_later = {"live": {"facts": {"old_stopped_at": 7.0}}}
+    assert fleet_cluster._old_stopped(caught_up_later, finished) == 7.0  # the new run caught up at 20 s
+    assert fleet_cluster._old_stopped({"live": {"facts": {}}}, finished) == 20.0  # stopped as the migration finished

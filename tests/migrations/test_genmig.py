@@ -82,6 +82,7 @@ def test_state_machine_walks_planned_running_draining_done_and_resumes_from_a_re
     assert resume_step(again, inputs_passed_split=False, old_watermark=161.5) == DRAINING  # the old plan done first
     draining = again.to(DRAINING, 162.0)
     assert resume_step(draining, True, 150.0) is None and resume_step(draining, True, 161.5) == DONE
+    assert resume_step(draining, False, 161.5) is None  # the old plan done, the new one not caught up: still draining
     done = draining.to(DONE, 172.0)
     assert done.final and [s for s, _, _ in done.history] == [RUNNING, DRAINING, DONE]
 
