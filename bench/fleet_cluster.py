@@ -83,14 +83,16 @@ apply_seconds = 0.5
 """ + HEARTBEAT
 
 
-def sources(start: float, end: float = END, burst: tuple[float, float, float] | None = BURST) -> dict[str, dict[str, Any]]:
-    """The applications' ``armd-synthetic`` options per stream: ``end`` seconds long, ``views`` with ``burst`` (or none)."""
+def sources(start: float, end: float = END, burst: tuple[float, float, float] | None = BURST,
+            speed: float = 1.0) -> dict[str, dict[str, Any]]:
+    """The applications' ``armd-synthetic`` options per stream: ``end`` seconds long, ``views`` with ``burst`` (or none),
+    ``speed`` seconds of the stream per wall-clock second."""
     names = ",".join(RATES)
     out = {}
     for name, rate in RATES.items():
         bursts = (burst,) if name == "views" and burst else ()
         out[name] = {"format": "armd-synthetic", "start": repr(start), "schedule": json.dumps(schedule_json(Schedule(rate, (), bursts))),
-                     "seed": 11, "all_streams": names, "keys": KEYS, "end_seconds": end, "max_seconds_per_batch": 4.0, "speed": 1.0}
+                     "seed": 11, "all_streams": names, "keys": KEYS, "end_seconds": end, "max_seconds_per_batch": 4.0, "speed": speed}
     return out
 
 

@@ -37,7 +37,10 @@ pytestmark = pytest.mark.cluster
 
 QUERY = "views_per_ad"
 END = 40.0
-"""Seconds of event time the streams last (at wall-clock speed)."""
+"""Seconds of event time the streams last."""
+SPEED = 2.0
+"""Seconds of the stream per wall-clock second: 20 s of waiting for the streams' 40 s. What the test checks is in
+event time (T_split, windows, the oracle's replay), and an application that falls behind reads on in 4 s batches."""
 CHANGE_AT = 16.0
 """Seconds of the stream after which the test writes the desired change (the first 16 s windows are due by then)."""
 
@@ -58,7 +61,7 @@ def test_a_submitted_application_applies_the_daemons_change_by_genmig_exactly(sp
     store = SqlStore.open(url)
     store.upgrade()
     start = migration.ALIGN * math.ceil((time.time() + 30) / migration.ALIGN)  # the driver needs ~20 s to start
-    (tmp_path / "sources.json").write_text(json.dumps(fleet_cluster.sources(start, end=END, burst=None)))
+    (tmp_path / "sources.json").write_text(json.dumps(fleet_cluster.sources(start, end=END, burst=None, speed=SPEED)))
     log = tmp_path / "ads.log"
     proc = fleet_cluster.submit(spark_cluster.master_url, ["ads", "ads", url, str(tmp_path), repr(start), repr(END)], log)
     try:
@@ -66,7 +69,7 @@ def test_a_submitted_application_applies_the_daemons_change_by_genmig_exactly(sp
         in_force = store.actual_states()[QUERY].settings
         node = apps.queries_of(store, "ads")[QUERY]["nodes"]["w"]
         assert in_force.windows == {node: 16_000.0}  # the declared maximum, in the agent's model unit (ms)
-        wait(lambda: time.time() >= start + CHANGE_AT, 120, "the stream to pass its first windows", proc)
+        wait(lambda: time.time() >= start + CHANGE_AT / SPEED, 120, "the stream to pass its first windows", proc)
         store.write_desired([DesiredSettings(QUERY, 1, QuerySettings(0.5, 1.0, {node: 8_000.0}, 2_000.0, 0.5),
                                              decision_id="by-the-test", at=datetime.now(timezone.utc))])
         code = proc.wait(END + 300)

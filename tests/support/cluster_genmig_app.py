@@ -7,7 +7,8 @@ listener, ``QueryManager`` and ``GenMigApplier`` stay in the driver. This
 is the program a user would submit, with armd's code inside.
 
 It runs bench/migration.py's window-change scenario (window 6 s → 10 s,
-slide 2 s → 1 s) three times at once over the same replayed input: the old
+slide 2 s → 1 s) in the tests' 6 s batches (``support.migration_batches``)
+three times at once over the same replayed input: the old
 plan alone, the new plan alone (the oracle), and old → new by GenMig while
 the query runs. Every run writes through a ``ParquetSink`` and checkpoints
 under ``SHARED`` (a directory every executor can write: on one machine any
@@ -33,9 +34,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests"))
 
 import migration  # noqa: E402
 from pyspark import TaskContext  # noqa: E402
+from support.migration_batches import longer_batches  # noqa: E402
 
 from armd.adapters.spark.listener import ProgressListener  # noqa: E402
 from armd.adapters.spark.managed import QueryManager  # noqa: E402
@@ -43,8 +46,6 @@ from armd.adapters.spark.session import build_session  # noqa: E402
 from armd.adapters.spark.sinks import ParquetSink  # noqa: E402
 
 SCENARIO = "count per key: window"
-BATCH = 6.0
-"""Event seconds per micro-batch (bench/migration.py's is 2): a third of the batches, whose scheduling dominates here."""
 
 
 class SharedParquetSink(ParquetSink):
@@ -81,7 +82,6 @@ def main(out: Path, shared: Path) -> None:
     spark = build_session(None, "armd-cluster-genmig", shuffle_partitions=2)  # the master is spark-submit's
     master = spark.sparkContext.master
     listener = ProgressListener().attach(spark)
-    migration.BATCH = BATCH
     scenario = next(s for s in migration.SCENARIOS if s.name.startswith(SCENARIO))
     manager = QueryManager(spark, shared / "checkpoints", keep_checkpoints=True)
     sink = SharedParquetSink(shared / "sink", spark)
@@ -89,7 +89,7 @@ def main(out: Path, shared: Path) -> None:
     # run's results are relative to its own origin, so they compare however the runs interleave. Each starts once
     # the one before has finished a batch: a query's start launches Python processes (the source's planner), and
     # several launched at once on a loaded machine miss Spark's wait for them to connect back.
-    with ThreadPoolExecutor(3) as pool:
+    with longer_batches(), ThreadPoolExecutor(3) as pool:
         alone_old = pool.submit(migration.alone, listener, manager, sink, "a", scenario, scenario.old)
         listener.wait_for(lambda: listener.latest("a") is not None, 60)
         alone_new = pool.submit(migration.alone, listener, manager, sink, "b", scenario, scenario.new)

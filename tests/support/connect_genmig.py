@@ -4,7 +4,8 @@ A process of its own: the Connect client session and the classic local
 session of the other Spark tests do not share a Python process. It starts a
 Connect server from the package (``ConnectServer``, ``local[2]``), and runs
 bench/migration.py's window change three times through armd's
-``QueryManager`` over Connect — the old plan alone, the new plan alone, the
+``QueryManager`` over Connect, in the tests' 6 s batches
+(``support.migration_batches``) — the old plan alone, the new plan alone, the
 old one migrated to the new one by GenMig — each into a ``ParquetSink``
 (a ``MemorySink`` would collect in the server's Python, not here). It
 prints the migration's transitions and ``compare`` of its results against
@@ -27,6 +28,7 @@ sys.path.insert(0, str(HERE.parents[2] / "bench"))
 
 import migration  # noqa: E402
 from support.cluster import ConnectServer  # noqa: E402
+from support.migration_batches import longer_batches  # noqa: E402
 
 from armd.adapters.spark.sinks import ParquetSink  # noqa: E402
 
@@ -61,9 +63,10 @@ def main() -> int:
         listener = ProgressListener().attach(spark)
         manager, sink = QueryManager(spark, root / "checkpoints"), ReadableParquetSink(root / "sink")
         chosen = next(s for s in migration.SCENARIOS if s.name.startswith("count per key: window"))
-        a = migration.alone(listener, manager, sink, "a", chosen, chosen.old)
-        b = migration.alone(listener, manager, sink, "b", chosen, chosen.new)
-        run = migration.migrate(listener, manager, sink, "c", "genmig", chosen)
+        with longer_batches():
+            a = migration.alone(listener, manager, sink, "a", chosen, chosen.old)
+            b = migration.alone(listener, manager, sink, "b", chosen, chosen.new)
+            run = migration.migrate(listener, manager, sink, "c", "genmig", chosen)
         states = [m.state for m in run["transitions"]]
         split = run["transitions"][0].t_split - run["start"]
         want = migration.expected(a, b, split)
