@@ -17,6 +17,7 @@ the old plan's before T_split and the new plan's from it on.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -84,4 +85,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # not sys.exit: after a failure the Connect client's threads would keep the process alive
