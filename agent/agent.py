@@ -14,10 +14,10 @@ query; the agent
 * polls ``desired_settings`` and puts new versions into force with GenMig
   inside the application, through the very reconciler and coordinator the
   daemon uses (``control/reconciler.py``), which write ``actual_states`` and
-  the migrations — all on its own thread (``loop.py``). Where every source
-  of a query can replay (the synthetic source, files), the new run replays
-  its window and the old one stops within seconds (GenMig's module
-  docstring; ``replay=False`` keeps the new run at the old one's position).
+  the migrations — all on its own thread (``loop.py``). With ``replay=True``,
+  where every source of a query can replay (the synthetic source, files),
+  the new run replays its window and the old one stops within seconds
+  (GenMig's module docstring; not the default: docs/cluster.md says why).
 
 ``mode="recommend"`` applies nothing: new desired versions are only logged
 and recorded as ``recommendation`` events.
@@ -121,7 +121,7 @@ class Agent:
                  time_unit_seconds: float = 0.001, plan: str | Path | None = None,
                  migration_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
                  listener: ProgressListener | None = None, log: Any = None, on_reject: str = "start",
-                 instrument: bool = True, replay: bool = True, clock: Callable[[], datetime] = utc_now) -> None:
+                 instrument: bool = True, replay: bool = False, clock: Callable[[], datetime] = utc_now) -> None:
         if mode not in MODES:
             raise AgentError(f"Agent(mode={mode!r}): mode must be one of {', '.join(MODES)}")
         if not app or not isinstance(app, str):
