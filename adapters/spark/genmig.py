@@ -497,14 +497,14 @@ class GenMigApplier:
             self.manager.take_back(query, old)
             note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in event "
                     "time); it was stopped and the old plan answers alone again")
-        elif self._stopped_at.pop(query, None) is not None:  # the old plan was done and stopped; the new run is behind
-            self.manager.end_run(old)
-            note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in event "
-                    "time); the old plan had emitted everything before T_split and stopped, the new one goes on alone")
         else:
             self.manager.end_run(old)
-            note = (f"timed out: the old plan's watermark did not pass T_split {limit}; it was stopped, its results "
-                    "before T_split not emitted by then are lost, the new plan answers from T_split on")
+            if self._stopped_at.pop(query, None) is not None:  # the old plan was done and stopped; the new run is behind
+                note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in "
+                        "event time); the old plan had emitted everything before T_split and stopped, the new one goes on")
+            else:
+                note = (f"timed out: the old plan's watermark did not pass T_split {limit}; it was stopped, its results "
+                        "before T_split not emitted by then are lost, the new plan answers from T_split on")
         self.log.error("genmig_timeout", query=query, state=migration.state, t_split=migration.t_split)
         self._record(migration.to(FAILED, migration.t_split or 0.0, note))
 
