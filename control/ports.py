@@ -36,6 +36,9 @@ class StreamStats:
     """Mean validity in model time units, when the source knows it."""
     g: float | None = None
     """Granularity in model time units, when the source knows it."""
+    event_end: datetime | None = None
+    """The newest event time the interval's rows reached, when the source says (readers of one stream at different
+    positions: ``costmodel.measured.StreamFrontier``)."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,10 @@ interval (the records since the previous call):
   reading the stream: ``d = ΣT / Σrows`` (in model time units, ÷
   ``time_unit_seconds``); ``inf`` when T > 0 but no row arrived. A stream
   without any batch in the interval is left out (nothing was learnt about it).
+  Each stream's report carries the newest event time its batches reached
+  (``event_end``: the batches' max event time, which Spark reports for a
+  query with a watermark), so a daemon combining several applications'
+  reports can tell a reader that fell behind (``StreamFrontier``).
 * state of a query: Σ numRowsTotal and Σ memoryUsedBytes over the state
   operators of the latest progress of each of its running runs (state
   persists between batches; while a query migrates by GenMig, both plans
@@ -440,7 +444,7 @@ class SparkStats:
                 stream, seconds = self._source(r, i, source)
                 if stream is None or seconds is None:
                     continue
-                arrivals.add(stream, source.rows, seconds)
+                arrivals.add(stream, source.rows, seconds, r.event_max and r.event_max.timestamp())
                 span = max(span, seconds)
             if r.event_max is not None:
                 self._last_max[r.run_id] = max(r.event_max, self._last_max.get(r.run_id, r.event_max))
@@ -474,7 +478,8 @@ class SparkStats:
                         self._sketches.add(r.run_id, parsed.node, span, metrics["sketch"])
                         self._latest_run[(r.query, parsed.node)] = r.run_id
         self._measured_inputs(state_samples)
-        stream_stats = tuple(StreamStats(a.stream, a.rows, a.seconds, a.rate_per_second, a.d)
+        stream_stats = tuple(StreamStats(a.stream, a.rows, a.seconds, a.rate_per_second, a.d,
+                                         event_end=None if a.end is None else datetime.fromtimestamp(a.end, timezone.utc))
                              for a in arrivals.estimates(self.time_unit_seconds))
         names = sorted(self.queries) if self.queries is not None else sorted(
             {r.query for r in self.listener.records() if r.query is not None}

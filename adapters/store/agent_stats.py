@@ -11,7 +11,10 @@ plans, into one ``Observation``:
 * a stream reported several times in the interval (each application
   reports every round) counts once, its rows and seconds added, so the rate
   and the mean inter-arrival time ``d`` (in the daemon's time unit) are
-  those of the whole interval;
+  those of the whole interval — of the reports at the stream's front only:
+  a report that ends in event time further behind the newest one than its
+  own span is an application that fell behind, repeating the past
+  (``StreamFrontier``; reports without an ``event_end`` always count);
 * a query's state and selectivities are its latest report's;
 * every batch is passed on, once.
 
@@ -44,6 +47,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from armd.control.ports import BatchProgress, Observation, QueryMetrics, StreamStats
+from armd.costmodel.measured import StreamFrontier
 
 from . import models as m
 from .sql import SqlStore
@@ -103,6 +107,7 @@ class AgentStats:
         """Per row the last ``observe`` took: seconds from the application's report to the cycle taking it."""
         self.fed = False
         """Set when another thread calls ``read`` (``daemon/agent_feed.py``): ``observe`` then only takes what it read."""
+        self.frontier = StreamFrontier()
         self._lock = threading.Lock()
         self._pending: list[tuple[list[Any], list[Any], set[str], set[str]]] = []
 
@@ -167,16 +172,20 @@ class AgentStats:
     # --- combining ---
 
     def _streams(self, rows: list[Any], wanted: set[str]) -> list[StreamStats]:
+        reported = [r for r in rows if r.stream in wanted and r.rows is not None and r.interval_seconds]
+        current = self.frontier.current([(r.stream, r.event_end and _aware(r.event_end).timestamp(),
+                                          float(r.interval_seconds)) for r in reported])
         totals: dict[str, list[Any]] = {}
-        for r in rows:
-            if r.stream in wanted and r.rows is not None and r.interval_seconds:
+        for r, now in zip(reported, current):
+            if now:
                 totals.setdefault(r.stream, []).append(r)
         out = []
         for stream, reports in sorted(totals.items()):
             n, seconds = sum(int(r.rows) for r in reports), sum(float(r.interval_seconds) for r in reports)
             d = seconds / self.time_unit_seconds / n if n else math.inf
             latest = reports[-1]
-            out.append(StreamStats(stream, n, seconds, n / seconds, d, latest.l, latest.g))
+            ends = [_aware(r.event_end) for r in reports if r.event_end is not None]
+            out.append(StreamStats(stream, n, seconds, n / seconds, d, latest.l, latest.g, max(ends) if ends else None))
         return out
 
     @staticmethod

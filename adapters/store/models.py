@@ -153,6 +153,8 @@ class ObservationRow(Base):
     pair_selectivities: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     measured_inputs: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     """A query's ``group_models`` ({node: [base, growth]}) and ``bytes_per_row`` ({node: bytes}) (revision 0009)."""
+    event_end: Mapped[datetime | None]
+    """Stream rows: the newest event time the interval's rows reached, when the source says (revision 0010)."""
 
 
 class BatchRow(Base):

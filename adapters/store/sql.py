@@ -881,7 +881,7 @@ def observation_values(observation: Observation) -> ObservationValues:
             "at": at, "stream": s.stream, "query": None, "rows": s.rows, "interval_seconds": s.interval_seconds,
             "rate_per_second": s.rate_per_second, "d": s.d, "l": s.l, "g": s.g,
             "state_rows": None, "state_bytes": None, "selectivities": None, "pair_selectivities": None,
-            "measured_inputs": None,
+            "measured_inputs": None, "event_end": s.event_end and _utc(s.event_end),
         }
         for s in observation.streams
     ]
@@ -891,7 +891,7 @@ def observation_values(observation: Observation) -> ObservationValues:
             "rate_per_second": None, "d": None, "l": None, "g": None,
             "state_rows": q.state_rows, "state_bytes": q.state_bytes, "selectivities": _json_value(q.selectivities),
             "pair_selectivities": _json_value(dict(q.pair_selectivities)) if q.pair_selectivities else None,
-            "measured_inputs": _measured_inputs(q),
+            "measured_inputs": _measured_inputs(q), "event_end": None,
         }
         for q in observation.queries
     ]

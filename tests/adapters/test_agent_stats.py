@@ -47,6 +47,30 @@ def test_what_agents_reported_since_the_last_look_comes_back_once_and_combined(s
     assert (again.streams, again.queries, again.batches) == ([], [], [])
 
 
+def test_a_stream_rate_comes_from_the_applications_at_its_front_not_from_one_that_fell_behind(store):
+    """Two applications read ``clicks``; ``ads`` is 16 s behind ``shop`` in event time, still before a ×4 burst that
+    ``shop`` already reads. Mixed, the rate would be neither; taken in turns, it would jump between them."""
+    apps.register_application(store, "ads", "h", 2, "apply", T0)
+    apps.register_queries(store, "ads", [apps.AgentQueryRow("ads_q", {"plan": {"streams": {"clicks": {}}}})], T0)
+    stats = AgentStats(store, UNIT, T0)
+    front = T0 + timedelta(seconds=60)
+
+    def read(at, rows, end):
+        store.record_observation(Observation(at, [StreamStats("clicks", rows, 4.0, rows / 4.0, 4000.0 / rows, event_end=end)],
+                                             [], []))
+
+    read(T0 + timedelta(seconds=1), 640, front)  # shop: 160/s
+    read(T0 + timedelta(seconds=1.5), 160, front - timedelta(seconds=16))  # ads: 40/s, the past
+    (clicks,) = stats.observe(T0 + timedelta(seconds=2)).streams
+    assert (clicks.rows, clicks.rate_per_second, clicks.event_end) == (640, 160.0, front)
+    read(T0 + timedelta(seconds=2.5), 160, front - timedelta(seconds=12))  # only ads reported in this look
+    assert stats.observe(T0 + timedelta(seconds=3)).streams == []  # nothing new is known of the stream
+    read(T0 + timedelta(seconds=3.5), 640, front + timedelta(seconds=4))  # shop
+    read(T0 + timedelta(seconds=3.6), 600, front + timedelta(seconds=2))  # ads caught up to within a batch
+    (clicks,) = stats.observe(T0 + timedelta(seconds=4)).streams
+    assert (clicks.rows, clicks.interval_seconds) == (1240, 8.0)
+
+
 def test_a_report_that_commits_late_is_still_read_and_a_removed_application_is_not(store):
     stats = AgentStats(store, UNIT, T0)
     report(store, T0 + timedelta(seconds=2), 10, 100, 0)

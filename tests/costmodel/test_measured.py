@@ -15,7 +15,7 @@ import pytest
 from support.jisc_logs import pair_counts
 
 from armd.costmodel.measured import (
-    ArrivalPool, SelectivityCounts, StreamArrivals, WarmUp, join_selectivity, pair_selectivities, pair_selectivity,
+    ArrivalPool, SelectivityCounts, StreamArrivals, StreamFrontier, WarmUp, join_selectivity, pair_selectivities, pair_selectivity,
 )
 from armd.migrations.join import EventLog
 
@@ -42,6 +42,27 @@ def test_d_is_pooled_over_batches_as_covered_time_over_rows() -> None:
 
 def test_an_empty_pool_estimates_nothing() -> None:
     assert ArrivalPool().estimates(1.0) == []
+
+
+def test_the_pool_says_how_far_in_event_time_each_stream_was_read() -> None:
+    pool = ArrivalPool()
+    pool.add("a", 10, 2.0, 104.0)
+    pool.add("a", 10, 2.0, 102.0)  # a second reader, behind
+    pool.add("b", 10, 2.0)  # a source that says nothing of event time
+    assert [(e.stream, e.end) for e in pool.estimates(1.0)] == [("a", 104.0), ("b", None)]
+
+
+def test_a_reader_more_than_its_span_behind_the_streams_front_repeats_the_past() -> None:
+    """Two applications read one stream; one fell 16 s behind. Only the front says where the stream is now."""
+    frontier = StreamFrontier()
+    assert frontier.current([("views", 100.0, 4.0), ("views", 84.0, 4.0)]) == [True, False]
+    # in step with the front (within a batch of it) counts; a source without event time always counts
+    assert frontier.current([("views", 101.0, 4.0), ("views", 104.0, 4.0), ("clicks", None, 1.0)]) == [True, True, True]
+    # a report read before the front's in the same look is judged against that front
+    assert frontier.current([("views", 92.0, 4.0), ("views", 112.0, 4.0)]) == [False, True]
+    assert frontier.front == {"views": 112.0}
+    # once the reader behind has caught up, it counts again
+    assert frontier.current([("views", 110.0, 4.0)]) == [True]
 
 
 # --- warm-up --------------------------------------------------------------------------------------

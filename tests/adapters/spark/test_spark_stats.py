@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 import pytest
@@ -69,6 +69,16 @@ def test_d_per_stream_from_event_time_and_rows(observed) -> None:
         assert streams[name].d == pytest.approx(exact_ms, rel=0.1), name
     assert streams["clicks"].rate_per_second == pytest.approx(20, rel=0.2)
     assert observed["second"].streams == ()  # nothing new since the first observation
+
+
+def test_each_stream_says_how_far_in_event_time_its_rows_reached(observed) -> None:
+    """The newest event of the furthest batch: where the stream's readers were (a daemon tells a lagging reader by it)."""
+    streams = {s.stream: s for s in observed["observation"].streams}
+    start = int(observed["clicks"]["clicks"]["start"])
+    last_second = datetime.fromtimestamp(start + SECONDS - 1, timezone.utc)  # rows are drawn per second of event time
+    assert last_second <= streams["clicks"].event_end < last_second + timedelta(seconds=1)
+    assert streams["a"].event_end == streams["b"].event_end  # one query reads both
+    assert streams["a"].event_end < datetime.fromtimestamp(start + JOIN_SECONDS, timezone.utc)
 
 
 def test_state_selectivities_and_groups(observed) -> None:
