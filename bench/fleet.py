@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-bytes", type=float, default=None, help="the cluster run's memory bound")
     parser.add_argument("--keep", metavar="DIR", help="the cluster run: keep its files and database in DIR")
     parser.add_argument("--evaluate", metavar="DIR", help="the cluster run: recompute the figures of a run kept in DIR")
+    parser.add_argument("--replay", action="store_true",
+                        help="the cluster run: the applications' migrations replay the new plan's window (Agent(replay=True))")
     parser.add_argument("--overhead-only", action="store_true",
                         help="the cluster run: only its agent-overhead pairs (no daemon, no burst), for development")
     parser.add_argument("--agent-args", default="", metavar="ARGS",
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
         cluster_args = [*(["--memory-bytes", str(args.memory_bytes)] if args.memory_bytes else []),
                         *(["--keep", args.keep] if args.keep else []), *(["--evaluate", args.evaluate] if args.evaluate else []),
-                        *(["--overhead-only"] if args.overhead_only else []),
+                        *(["--overhead-only"] if args.overhead_only else []), *(["--replay"] if args.replay else []),
                         *([f"--agent-args={args.agent_args}"] if args.agent_args else [])]
         result = fleet_cluster.main(cluster_args)
         print(json.dumps(result) if args.json else "\n".join(f"{k}: {v}" for k, v in result.items()))

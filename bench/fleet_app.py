@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plain", action="store_true")
     parser.add_argument("--mode", default="apply")
     parser.add_argument("--no-instrument", action="store_true", help="the agent without armd's probes in the plans")
+    parser.add_argument("--replay", action="store_true", help="migrations replay the new plan's window (docs/genmig.md)")
     parser.add_argument("--barrier", metavar="DIR", help="start the queries only once DIR/go exists (see barrier)")
     parser.add_argument("--suffix", default="", help="added to every query name (a second run beside the first)")
     parser.add_argument("--timeout", type=float, default=900.0)
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
     from armd.agent import Agent
 
     agent = Agent(spark, store=args.store, app=args.app, mode=args.mode, checkpoint_root=str(shared / "checkpoints" / args.app),
-                  poll_seconds=1.0, instrument=not args.no_instrument)
+                  poll_seconds=1.0, instrument=not args.no_instrument, replay=args.replay)
     barrier(spark, args.barrier, args.app)
     for name in names:
         spec = QUERIES[base_name(name)]

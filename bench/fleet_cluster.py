@@ -293,7 +293,7 @@ def state_figures(points: list[tuple[str, str, int | None, float, float]], ended
     return {"peak_state_over_bound": round(peak, 3), "seconds_over_bound": float(len(over)), "back_under_bound_s": back}
 
 
-def run(memory_bytes: float, shared: Path, keep_store: bool = False) -> dict[str, Any]:
+def run(memory_bytes: float, shared: Path, keep_store: bool = False, replay: bool = False) -> dict[str, Any]:
     from armd.adapters.store.sql import SqlStore
 
     url, drop = postgres_database()
@@ -309,7 +309,8 @@ def run(memory_bytes: float, shared: Path, keep_store: bool = False) -> dict[str
         start = migration.ALIGN * math.ceil((time.time() + 45) / migration.ALIGN)  # the drivers need ~30 s to start
         (shared / "sources.json").write_text(json.dumps(sources(start)))
         logs = {app: shared / f"{app}.log" for app in APPS}
-        procs = {app: submit(cluster.master_url, [kind, app, url, str(shared), repr(start), repr(END)], logs[app])
+        procs = {app: submit(cluster.master_url, [kind, app, url, str(shared), repr(start), repr(END),
+                                                  *(["--replay"] if replay else [])], logs[app])
                  for app, kind in APPS.items()}
         wait_all(procs, logs, END + 600)
         out = evaluate(url, shared, start, memory_bytes)
@@ -466,6 +467,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description="the fleet benchmark on a standalone Spark cluster")
     parser.add_argument("--memory-bytes", type=float, default=6_000_000)
     parser.add_argument("--keep", help="keep the run's files (and its database) in this directory")
+    parser.add_argument("--replay", action="store_true",
+                        help="the applications' migrations replay the new plan's window (Agent(replay=True), docs/genmig.md)")
     parser.add_argument("--evaluate", metavar="DIR", help="only compute the figures of a run kept with --keep")
     parser.add_argument("--overhead-only", action="store_true",
                         help="only the agent-overhead pairs (cluster and database, no daemon, no burst run): for development")
@@ -483,7 +486,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     shared.mkdir(parents=True, exist_ok=True)
     if args.overhead_only:
         return overhead_only(shared, tuple(args.agent_args.split()))
-    return run(args.memory_bytes, shared, keep_store=bool(args.keep))
+    return run(args.memory_bytes, shared, keep_store=bool(args.keep), replay=args.replay)
 
 
 def overhead_only(shared: Path, agent_args: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -10,9 +10,12 @@ beside the old one and splits the results at T_split:
    refused before the migration starts). The old run's position p per source
    is an event time in the data's own clock at or after everything it has
    read, and the new run's reader starts there (the adapter gives its
-   options). T_split = max p + the larger window of the two
-   plans + 1 unit + ε (``migrations.genmig.split_time``): every result of the
-   new plan with its reference point at or after T_split is complete. The old
+   options). T_split = max p + the new plan's reach (its window, times
+   the windows a result spans) + 1 unit + ε (``migrations.genmig.split_time``):
+   every result of the new plan with its reference point at or after T_split
+   is complete — the larger reach of the two plans when the sources cannot
+   replay (a failed start's continuation needs the old plan's, below). So a
+   cut's old run drains the *new*, shorter window after the position. The old
    run's sink filter (``BatchWriter.keep``) is set to keep only results
    before T_split — live, the old run is never restarted — and the new run
    starts with the filter that keeps only results from T_split on. Both
@@ -235,21 +238,32 @@ class GenMigApplier:
         on_arrival = _hint(managed, params, "emits", "watermark") == "arrival"
         if self._replays(params):  # the new run holds its whole reach at once; T_split lies at the start
             return transient_cost(0.0, 0.0, delay, trigger, 0.0, new_memory, 0.0, on_arrival=on_arrival).extra_memory
-        window = max(_window_seconds(params), max(new.windows.values(), default=0.0) * self.time_unit_seconds)
-        span = float(_hint(managed, params, "span_windows", 1)) * window
+        new_params = replace(params, windows={k: v * self.time_unit_seconds for k, v in new.windows.items()})
+        span = self._split_span(managed, params, new_params)
         # From the start to T_split is the span, then the old plan drains; an element stays span + delay + trigger.
         return transient_cost(span, 0.0, delay, trigger, 0.0, new_memory, span + delay + trigger,
                               on_arrival=on_arrival).extra_memory
 
-    def _replays(self, params: QueryParams) -> bool:
-        """Whether a migration of a query reading ``params``' sources starts its new run by replaying (``replay``)."""
+    def _split_span(self, managed: Any, old: QueryParams, new: QueryParams) -> float:
+        """How far past the position T_split lies when the new run starts there: the new plan's reach (its windows
+        times the windows a result spans) is all it needs to answer completely. A cut's old run then drains a new
+        window after the position, not its own larger one. Only when the query's sources can replay: should the
+        new run not start, a run of the old plan answers from T_split (``_carry_on``), and it replays its own reach;
+        without replay it would lack it, so T_split lies the larger reach of the two plans past the position."""
+        reaches = [float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (old, new)]
+        return reaches[1] if self._can_replay(old) else max(reaches)
+
+    def _can_replay(self, params: QueryParams) -> bool:
+        """Whether every source of ``params`` can start a run before a position (``sources.replays``)."""
         sources = dict(params.extra.get("sources") or {})
-        if not self.replay or not sources:
-            return False
         try:
-            return all(replays(adapter_for(s, o)) for s, o in sources.items())
+            return bool(sources) and all(replays(adapter_for(s, o)) for s, o in sources.items())
         except SourceContractError:
             return False
+
+    def _replays(self, params: QueryParams) -> bool:
+        """Whether a migration of a query reading ``params``' sources starts its new run by replaying (``replay``)."""
+        return self.replay and self._can_replay(params)
 
     # --- the procedure ---
 
@@ -326,7 +340,16 @@ class GenMigApplier:
         change itself failed (the caller re-raises ``failure``) and is tried
         again once the old run has drained. Only if this run cannot start either
         does the old run answer alone again, and what it dropped is lost.
+        Where the sources can replay, the run replays the old plan's reach
+        before the position (T_split may lie only the new plan's reach past it,
+        ``_split_span``): every result from T_split on is complete in it.
         """
+        if self._can_replay(old_run.params):
+            positions = migration.facts["positions"]
+            reach = float(_hint(self.manager.get(query), old_run.params, "span_windows", 1)) * _window_seconds(old_run.params)
+            from_split = {s: dict(adapter_for(s, o).replay(s, o, max(positions.values()) - reach,  # type: ignore[attr-defined]
+                                                          positions[s]).options)
+                          for s, o in dict(old_run.params.extra.get("sources") or {}).items()}
         same = replace(old_run.params, version=old_run.params.version + 1, extra={**old_run.params.extra, "sources": from_split})
         try:
             continued = self.manager.start(query, same, keep=reference_filter(reference, t_split, "new"))
@@ -361,6 +384,7 @@ class GenMigApplier:
         # the position + 1 unit on then has all its inputs, so T_split needs no span. (The old plan's reach too:
         # should the new run not start, a run of the old plan takes its place from the same starts, ``_carry_on``.)
         reach = max(float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (managed.params, params))
+        span = 0.0 if replay else self._split_span(managed, managed.params, params)
         try:
             olds = self._old_runs(query, managed.spec.streams, old_sources, latest)
             positions = {s: adapter_for(s, o).position(s, o, olds[s]) for s, o in old_sources.items()}
@@ -374,7 +398,6 @@ class GenMigApplier:
             if not any(r.input_rows for r in self._records(latest.run_id)):  # nothing read yet: a later batch may tell
                 raise NotReady(f"query {query!r}: {exc}") from None
             raise PermanentError(f"query {query!r}: {exc}") from None
-        span = 0.0 if replay else reach
         t_split = split_time(positions, span, self.epsilon, unit=self.time_unit_seconds)
         t_split = chained_split_time(t_split, self._answers_from.get(query), self.time_unit_seconds)
         return latest, positions, starts, t_split, span, (reach if replay else None)

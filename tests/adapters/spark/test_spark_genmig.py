@@ -128,8 +128,12 @@ def test_a_new_plan_that_does_not_start_loses_no_result(window_change, spark, pr
     """The new run fails to start after the old run's filter was set to T_split (a cluster gave up on it after three
     attempts in the fleet benchmark). Meanwhile the old run wrote windows from T_split on, which its filter dropped;
     rolling the filter back lost them (4,778 results). A run of the old plan from the split positions answers from
-    T_split instead: the output is the old plan's, every result exactly once, and the change is tried again later."""
-    chosen = replace(scenario("count per key: window"), speed=4.0)  # 10 s of wall time: the old run goes on past T_split
+    T_split instead: the output is the old plan's, every result exactly once, and the change is tried again later.
+
+    The change is a cut (window 10 s → 6 s), so T_split lies only the new window past the position; the old plan's
+    run replays its own 10 s before the position to answer from there."""
+    window = scenario("count per key: window")  # 6 s → 10 s; here the other way round
+    chosen = replace(window, old=window.new, new=window.old, speed=4.0)  # 10 s of wall time: the old run goes on past T_split
     manager, sink, start = QueryManager(spark, tmp_path_factory.mktemp("checkpoints")), MemorySink(), migration.origin()
     manager.register(ManagedSpec("unstartable", "support.builders:windowed_count_or_unstartable", sink,
                                  chosen.params(chosen.old, start), trigger=chosen.trigger))
@@ -155,6 +159,7 @@ def test_a_new_plan_that_does_not_start_loses_no_result(window_change, spark, pr
             pytest.fail("the unstartable plan's migration never began")
         (running,) = transitions
         t_split = running.t_split
+        assert running.facts["span_seconds"] == chosen.new.window  # the new plan's reach, not the old one's 10 s
         seen = progress_listener.latest_of_run(old_run)
         # The old run wrote windows past T_split while the new one failed: without the continuation, lost results.
         assert seen.watermark.timestamp() >= t_split + chosen.old.slide
@@ -169,8 +174,8 @@ def test_a_new_plan_that_does_not_start_loses_no_result(window_change, spark, pr
         applier.close()
         manager.stop_all()
     got = migration.results(sink.rows("unstartable"), start)
-    assert migration.compare(window_change["a"], got) == {"lost": 0, "duplicated": 0, "wrong": 0}
-    assert got.keys() == window_change["a"].keys()
+    assert migration.compare(window_change["b"], got) == {"lost": 0, "duplicated": 0, "wrong": 0}  # the 10 s plan's alone
+    assert got.keys() == window_change["b"].keys()
 
 
 def test_progress_that_reaches_armd_late_does_not_place_the_split(spark, progress_listener, tmp_path_factory):  # noqa: F811
