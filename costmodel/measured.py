@@ -101,24 +101,23 @@ class StreamFrontier:
     16–33 s behind the other). The front reader is the one that says where
     the stream is; a reader behind it repeats the past.
 
-    A report covering ``seconds`` of event time up to ``end`` is *current*
-    when it ends no more than its own span behind the frontier (the newest
-    end reported, this call's included): readers within a batch of each
-    other all count, a reader further behind counts again once it has caught
-    up. A report without an end (a source that says nothing of event time)
-    always counts.
+    A report is *current* when it reaches the frontier (the newest end
+    reported, this call's included): the reader at the front always counts,
+    one behind it — even by part of a batch, which at a step of the rate is
+    a batch of the old rate — counts again once it leads or ties. A report
+    without an end (a source that says nothing of event time) always counts.
     """
 
     def __init__(self) -> None:
         self.front: dict[str, float] = {}
         """Stream → the newest event time (epoch seconds) reported."""
 
-    def current(self, reports: list[tuple[str, float | None, float]]) -> list[bool]:
-        """For (stream, end, seconds) reports read together: move each stream's frontier, then say which are current."""
-        for stream, end, _seconds in reports:
+    def current(self, reports: list[tuple[str, float | None]]) -> list[bool]:
+        """For (stream, end) reports read together: move each stream's frontier, then say which are current."""
+        for stream, end in reports:
             if end is not None:
                 self.front[stream] = max(end, self.front.get(stream, end))
-        return [end is None or end >= self.front[stream] - max(seconds, 0.0) for stream, end, seconds in reports]
+        return [end is None or end >= self.front[stream] for stream, end in reports]
 
 
 # --- warm-up ------------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ plans, into one ``Observation``:
   reports every round) counts once, its rows and seconds added, so the rate
   and the mean inter-arrival time ``d`` (in the daemon's time unit) are
   those of the whole interval — of the reports at the stream's front only:
-  a report that ends in event time further behind the newest one than its
-  own span is an application that fell behind, repeating the past
-  (``StreamFrontier``; reports without an ``event_end`` always count);
+  a report that ends in event time behind the newest one is an application
+  that fell behind, repeating the past (``StreamFrontier``; reports without
+  an ``event_end`` always count);
 * a query's state and selectivities are its latest report's;
 * every batch is passed on, once.
 
@@ -173,8 +173,7 @@ class AgentStats:
 
     def _streams(self, rows: list[Any], wanted: set[str]) -> list[StreamStats]:
         reported = [r for r in rows if r.stream in wanted and r.rows is not None and r.interval_seconds]
-        current = self.frontier.current([(r.stream, r.event_end and _aware(r.event_end).timestamp(),
-                                          float(r.interval_seconds)) for r in reported])
+        current = self.frontier.current([(r.stream, r.event_end and _aware(r.event_end).timestamp()) for r in reported])
         totals: dict[str, list[Any]] = {}
         for r, now in zip(reported, current):
             if now:

@@ -66,7 +66,7 @@ def test_a_stream_rate_comes_from_the_applications_at_its_front_not_from_one_tha
     read(T0 + timedelta(seconds=2.5), 160, front - timedelta(seconds=12))  # only ads reported in this look
     assert stats.observe(T0 + timedelta(seconds=3)).streams == []  # nothing new is known of the stream
     read(T0 + timedelta(seconds=3.5), 640, front + timedelta(seconds=4))  # shop
-    read(T0 + timedelta(seconds=3.6), 600, front + timedelta(seconds=2))  # ads caught up to within a batch
+    read(T0 + timedelta(seconds=3.6), 600, front + timedelta(seconds=4))  # ads caught up
     (clicks,) = stats.observe(T0 + timedelta(seconds=4)).streams
     assert (clicks.rows, clicks.interval_seconds) == (1240, 8.0)
 
