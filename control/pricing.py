@@ -42,10 +42,11 @@ def price(setup: Setup, problem: Problem, guarded: Guarded, running: Running | N
 
 def _migration_cost(setup: Setup, query: str, new: QuerySettings, old_state_bytes: float) -> MigrationCost:
     window = longest_window(setup.plan, query, new) * setup.time_unit_seconds
-    if setup.migration.strategy == "genmig":
+    strategy = setup.migration.strategy_of(query)
+    if strategy == "genmig":
         delay, trigger = setup.migration.timings.get(query, (0.0, 0.0))
         return migration_cost.genmig(window, delay, trigger, old_state_bytes)
-    if setup.migration.strategy == "naive-restart":
+    if strategy == "naive-restart":
         return migration_cost.restart(window)
     return migration_cost.instant()
 
