@@ -83,16 +83,27 @@ apply_seconds = 0.5
 """ + HEARTBEAT
 
 
+BATCH_SECONDS = 4.0
+"""The most event time a paced batch reads (``sources``)."""
+
+
 def sources(start: float, end: float = END, burst: tuple[float, float, float] | None = BURST,
-            speed: float = 1.0) -> dict[str, dict[str, Any]]:
+            speed: float = 1.0, paced: bool = True) -> dict[str, dict[str, Any]]:
     """The applications' ``armd-synthetic`` options per stream: ``end`` seconds long, ``views`` with ``burst`` (or none),
-    ``speed`` seconds of the stream per wall-clock second."""
+    ``speed`` seconds of the stream per wall-clock second.
+
+    ``paced``: a batch reads at most ``BATCH_SECONDS`` of the stream, so that two runs reading a backlog read it in the
+    same batches (the overhead pairs, saturated) and a test's batches have a known length. Not paced (the burst run),
+    a batch reads everything that has arrived, as a Kafka application's does with the default trigger: a run behind
+    the clock — a driver that started late, a migration's new run that took seconds to start — catches up in its next
+    batch instead of staying behind for good (paced, it can only gain what its batches take less than their span)."""
     names = ",".join(RATES)
     out = {}
     for name, rate in RATES.items():
         bursts = (burst,) if name == "views" and burst else ()
         out[name] = {"format": "armd-synthetic", "start": repr(start), "schedule": json.dumps(schedule_json(Schedule(rate, (), bursts))),
-                     "seed": 11, "all_streams": names, "keys": KEYS, "end_seconds": end, "max_seconds_per_batch": 4.0, "speed": speed}
+                     "seed": 11, "all_streams": names, "keys": KEYS, "end_seconds": end, "speed": speed,
+                     **({"max_seconds_per_batch": BATCH_SECONDS} if paced else {})}
     return out
 
 
@@ -307,7 +318,7 @@ def run(memory_bytes: float, shared: Path, keep_store: bool = False, replay: boo
     cluster = StandaloneCluster(workers=2, cores=2, memory="1g").start()
     try:
         start = migration.ALIGN * math.ceil((time.time() + 45) / migration.ALIGN)  # the drivers need ~30 s to start
-        (shared / "sources.json").write_text(json.dumps(sources(start)))
+        (shared / "sources.json").write_text(json.dumps(sources(start, paced=False)))
         logs = {app: shared / f"{app}.log" for app in APPS}
         procs = {app: submit(cluster.master_url, [kind, app, url, str(shared), repr(start), repr(END),
                                                   *(["--replay"] if replay else [])], logs[app])
