@@ -77,10 +77,10 @@ BATCH = 2.0
 DELAY = 2.0
 KEYS = 5
 MIGRATE_AT = 12.0
+"""Event time (seconds of the stream) the old run's watermark has passed when the migration starts."""
 TIME_UNIT = 0.001
 """Seconds of the "+1 time unit" in T_split (Algorithm 1's discrete validity): the resolution event times are
 counted in — the daemon's default model unit, milliseconds, at or above every source's timestamp resolution here."""
-"""Event time (seconds of the stream) the old run's watermark has passed when the migration starts."""
 BUILDERS = "armd.adapters.spark.builders:"
 
 
