@@ -28,6 +28,7 @@ Measured state over the bound comes from the progress the agents reported
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import math
@@ -41,7 +42,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -132,6 +133,19 @@ def submit(master: str, args: list[str], log: Path) -> subprocess.Popen:
     conf = {"spark.cores.max": "1", "spark.executor.memory": "512m", "spark.sql.shuffle.partitions": "2"}
     return subprocess.Popen(submit_command(master, APP, args, conf), env=spark_env(), stdout=log.open("w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@contextlib.contextmanager
+def stopped_on_exit(procs: dict[str, subprocess.Popen]) -> Iterator[dict[str, subprocess.Popen]]:
+    """``procs`` (submitted applications, each in a session of its own) stopped if still running when the block ends:
+    a failed application, a timeout or a stopped benchmark does not leave the others running."""
+    try:
+        yield procs
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
 
 
 def wait_all(procs: dict[str, subprocess.Popen], logs: dict[str, Path], timeout: float) -> None:
@@ -320,10 +334,11 @@ def run(memory_bytes: float, shared: Path, keep_store: bool = False, replay: boo
         start = migration.ALIGN * math.ceil((time.time() + 45) / migration.ALIGN)  # the drivers need ~30 s to start
         (shared / "sources.json").write_text(json.dumps(sources(start, paced=False)))
         logs = {app: shared / f"{app}.log" for app in APPS}
-        procs = {app: submit(cluster.master_url, [kind, app, url, str(shared), repr(start), repr(END),
-                                                  *(["--replay"] if replay else [])], logs[app])
-                 for app, kind in APPS.items()}
-        wait_all(procs, logs, END + 600)
+        with stopped_on_exit({}) as procs:
+            for app, kind in APPS.items():
+                procs[app] = submit(cluster.master_url, [kind, app, url, str(shared), repr(start), repr(END),
+                                                         *(["--replay"] if replay else [])], logs[app])
+            wait_all(procs, logs, END + 600)
         out = evaluate(url, shared, start, memory_bytes)
         out = {"cluster": cluster.master_url, **out}
         (shared / "fleet.json").write_text(json.dumps(out))  # kept if the overhead phase fails
@@ -411,11 +426,11 @@ def agent_overhead(master: str, url: str, shared: Path, pairs: int = OVERHEAD_PA
                  "ads_plain": ["ads", "ads_plain", url, str(where), "0", repr(END), "--plain", "--barrier", str(gate)]}
         order = list(names) if pair % 2 == 0 else list(reversed(names))
         logs = {name: where / f"{name}.log" for name in names}
-        procs = {}
-        for name in order:
-            procs[name] = submit(master, names[name], logs[name])
-        open_barrier(gate, procs, 600)
-        wait_all(procs, logs, 900)
+        with stopped_on_exit({}) as procs:
+            for name in order:
+                procs[name] = submit(master, names[name], logs[name])
+            open_barrier(gate, procs, 600)
+            wait_all(procs, logs, 900)
         speed, speed_all, cpu, threads, steady = {}, {}, {}, {}, {}
         for name in names:
             report = json.loads((where / f"{name}.json").read_text())
