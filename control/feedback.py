@@ -63,7 +63,7 @@ class FeedbackRules:
     window: float = 60.0
     """Time constant τ of the smoothing, in model time units."""
     min_ratio: float = 0.25
-    max_ratio: float = 16.0
+    max_ratio: float = 8.0
     cpu: bool = False
     """Correct CPU too (meaningful only when the model is calibrated: estimates in seconds per time unit)."""
     time_unit_seconds: float = 1.0

@@ -42,11 +42,10 @@ def price(setup: Setup, problem: Problem, guarded: Guarded, running: Running | N
 
 def _migration_cost(setup: Setup, query: str, new: QuerySettings, old_state_bytes: float) -> MigrationCost:
     window = longest_window(setup.plan, query, new) * setup.time_unit_seconds
-    strategy = setup.migration.strategy_of(query)
-    if strategy == "genmig":
+    if setup.migration.strategy == "genmig":
         delay, trigger = setup.migration.timings.get(query, (0.0, 0.0))
         return migration_cost.genmig(window, delay, trigger, old_state_bytes)
-    if strategy == "naive-restart":
+    if setup.migration.strategy == "naive-restart":
         return migration_cost.restart(window)
     return migration_cost.instant()
 

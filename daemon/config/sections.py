@@ -291,7 +291,7 @@ class FeedbackConfig:
                                     "exponential smoothing of the ratios: a ratio seen Δt after the previous one weighs "
                                     "1 − exp(−Δt / window_seconds).")
     min_ratio: float = setting(0.25, rule=in_range(1e-3, 1.0, "0.001 to 1"), doc="Smallest correction factor.")
-    max_ratio: float = setting(16.0, rule=in_range(1.0, 1000.0, "1 to 1000"), doc="Largest correction factor.")
+    max_ratio: float = setting(8.0, rule=in_range(1.0, 1000.0, "1 to 1000"), doc="Largest correction factor.")
     cpu: bool = setting(False, doc="Correct CPU too, from the engine's batch durations; only meaningful when the model "
                         "is calibrated (``[model] calibration``), so that estimates are seconds per time unit.")
     deadband: float = setting(0.15, rule=in_range(0.0, 1.0, "0 to 1"), doc="A factor within this relative distance of the one "
