@@ -306,9 +306,14 @@ def _read_to_end(listener: ProgressListener, manager: QueryManager, name: str, s
     manager.stop(name)
 
 
+def _files_directory(scenario: Scenario) -> str:
+    """A directory of its own for the files scenario's input; the other sources need none ("")."""
+    return tempfile.mkdtemp(prefix="armd-migration-files-") if scenario.source == "files" else ""
+
+
 def alone(listener: ProgressListener, manager: QueryManager, sink: MemorySink, name: str, scenario: Scenario,
           variant: Variant) -> dict:
-    start, where = origin(), tempfile.mkdtemp(prefix="armd-migration-files-")
+    start, where = origin(), _files_directory(scenario)
     if scenario.source == "files":
         write_files(scenario.rates, start, where)
     manager.register(ManagedSpec(name, scenario.builder, sink, scenario.params(variant, start, where), trigger=scenario.trigger))
@@ -320,7 +325,7 @@ def alone(listener: ProgressListener, manager: QueryManager, sink: MemorySink, n
 def migrate(listener: ProgressListener, manager: QueryManager, sink: MemorySink, name: str, strategy: str,
             scenario: Scenario) -> dict[str, Any]:
     """Run the old plan, change it to the new one by ``strategy`` once its watermark passed MIGRATE_AT, read to the end."""
-    start, where = origin(), tempfile.mkdtemp(prefix="armd-migration-files-")
+    start, where = origin(), _files_directory(scenario)
     writer = None
     if scenario.source == "files":  # the directory is appended to while the query runs: BATCH event seconds per trigger
         writer = threading.Thread(target=write_files, args=(scenario.rates, start, where, BATCH / TRIGGER_WALL), daemon=True)

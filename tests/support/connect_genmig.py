@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -80,6 +81,7 @@ def main() -> int:
         found = {"error": f"{type(exc).__name__}: {exc}", "log": server.log(30)}
     finally:
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)  # checkpoints, the sink, the server's log (its tail is in ``found``)
     print(json.dumps(found, default=str))
     return 0 if "error" not in found else 1
 
