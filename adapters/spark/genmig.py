@@ -137,6 +137,11 @@ def _window_seconds(params: QueryParams) -> float:
     return max([float(v) for v in params.windows.values()] or [0.0])
 
 
+def _reach(managed: Any, params: QueryParams) -> float:
+    """Seconds of input before a result that a run of ``params`` needs: its window times the windows a result spans."""
+    return float(_hint(managed, params, "span_windows", 1)) * _window_seconds(params)
+
+
 def _hint(managed: Any, params: QueryParams, name: str, default: Any) -> Any:
     """A GenMig hint: ``params.extra[name]``, else the builder's declaration (``builders.genmig_hints``), else ``default``."""
     if name in params.extra:
@@ -250,8 +255,7 @@ class GenMigApplier:
         window after the position, not its own larger one. Only when the query's sources can replay: should the
         new run not start, a run of the old plan answers from T_split (``_carry_on``), and it replays its own reach;
         without replay it would lack it, so T_split lies the larger reach of the two plans past the position."""
-        reaches = [float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (old, new)]
-        return reaches[1] if self._can_replay(old) else max(reaches)
+        return _reach(managed, new) if self._can_replay(old) else max(_reach(managed, old), _reach(managed, new))
 
     def _can_replay(self, params: QueryParams) -> bool:
         """Whether every source of ``params`` can start a run before a position (``sources.replays``)."""
@@ -346,7 +350,7 @@ class GenMigApplier:
         """
         if self._can_replay(old_run.params):
             positions = migration.facts["positions"]
-            reach = float(_hint(self.manager.get(query), old_run.params, "span_windows", 1)) * _window_seconds(old_run.params)
+            reach = _reach(self.manager.get(query), old_run.params)
             from_split = {s: dict(adapter_for(s, o).replay(s, o, max(positions.values()) - reach,  # type: ignore[attr-defined]
                                                           positions[s]).options)
                           for s, o in dict(old_run.params.extra.get("sources") or {}).items()}
@@ -383,7 +387,7 @@ class GenMigApplier:
         # Replaying, the new run reads from the larger reach of the two plans before the position: every result from
         # the position + 1 unit on then has all its inputs, so T_split needs no span. (The old plan's reach too:
         # should the new run not start, a run of the old plan takes its place from the same starts, ``_carry_on``.)
-        reach = max(float(_hint(managed, p, "span_windows", 1)) * _window_seconds(p) for p in (managed.params, params))
+        reach = max(_reach(managed, managed.params), _reach(managed, params))
         span = 0.0 if replay else self._split_span(managed, managed.params, params)
         try:
             olds = self._old_runs(query, managed.spec.streams, old_sources, latest)
