@@ -65,7 +65,7 @@ seed = 5
 [source.streams.clicks]
 rate_per_second = 20
 keys = 10
-bursts = [ {{ at_seconds = 5, duration_seconds = 600, factor = 5 }} ]
+bursts = [ {{ at_seconds = 30, duration_seconds = 600, factor = 5 }} ]
 [spark]
 checkpoint_dir = "{tmp}/checkpoints"
 migration = "genmig"
