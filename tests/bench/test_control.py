@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import tomllib
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -148,3 +149,12 @@ def test_the_headline_takes_the_rows_with_every_mechanism_and_the_worst_burst():
     assert got["headline_mechanisms"] == ["a", "b"] and got["steady_applied_changes"] == 0
     assert got["burst_applied_changes"] == 2 and got["burst_seconds_over_bound"] == 31.0 and got["ramp_seconds_over_bound"] == 0.0
     assert got["burst_limit_s"] == 30 + control.DELAY_S + 1
+
+
+def test_the_mis_modelled_bytes_burst_is_the_bursts_workload_told_to_the_model_at_half_its_bytes():
+    burst, wrong = (next(s for s in control.SCENARIOS if s.name == name) for name in ("burst", "burst_bytes_2x"))
+    assert replace(wrong, name="burst", plan_bytes_factor=1.0) == burst
+    plan = control.plan_doc(control.QUERIES, control.STREAMS, wrong.plan_bytes_factor)
+    assert plan["queries"]["clicks_keys"]["size"] == control.QUERIES["clicks_keys"]["size"] / 2
+    assert plan["streams"]["views"]["size"] == control.STREAMS["views"][1] / 2
+    assert control.taps_of(control.QUERIES, wrong.bytes_factor)["clicks_keys"][0].row_bytes == control.QUERIES["clicks_keys"]["size"]
