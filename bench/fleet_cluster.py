@@ -71,6 +71,9 @@ CONFIG = """
 url = "{url}"
 application_timeout_seconds = 60
 
+[model]
+profile = "spark"
+
 [bounds]
 memory_bytes = {memory}
 cpu = 1e9

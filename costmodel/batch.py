@@ -235,13 +235,11 @@ def _aggregate(x, out, p, k) -> None:
     d, l, g, size = x  # noqa: E741
     out_d, out_l, out_g, out_size, memory, cpu = out
     groups, agg_size = p["groups"], p["agg_size"]
+    held = l + g
+    window = None if k.window_extra is None else np.maximum(held - (k.window_extra + np.where(d == _INF, 0.0, d)), 0.0)
     if p.get("growth") is not None:  # per-window model n(w) (evaluate.groups_in_window)
-        held = l + g
-        if k.window_extra is None:
-            w = held
-        else:  # spark: averaged over the live windows' ages
-            w = np.maximum(held - (k.window_extra + np.where(d == _INF, 0.0, d)), 0.0)
-            w = w - w * w / (2.0 * held)
+        # spark: averaged over the live windows' ages
+        w = held if window is None else window - window * window / (2.0 * held)
         groups = np.maximum(groups + p["growth"] * w, 1.0)
     D = groups * d
     active = D < l  # implies a non-empty input
@@ -271,10 +269,16 @@ def _aggregate(x, out, p, k) -> None:
         hits = l / g * end_hits
         hits *= _CEIL_SLACK
         np.ceil(hits, out=hits)
-    else:  # spark: the mean number of live windows, (l + g)/g (evaluate.spark_aggregate_memory)
-        hits = (l + g) / g * end_hits
-    hits *= agg_size
-    np.copyto(hits, agg_size, where=~active)
+        hits *= agg_size
+        np.copyto(hits, agg_size, where=~active)
+    else:  # spark: per group, the live windows that hold it (evaluate.spark_aggregate_memory)
+        hits = held / g
+        if p.get("growth") is None:  # hit(D, w) as the granule's hit above, over the window
+            big = D > 1.0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                x = np.where(big, window * np.log1p(-1.0 / np.where(big, D, 2.0)), -window / D)
+            hits = hits * np.where(D == _INF, 0.0, -np.expm1(x))
+        hits = hits * agg_size
     np.multiply(groups, hits, out=memory)  # (15)
     rate = 1.0 / D
     update = l / (D * g) * end_hits

@@ -120,28 +120,41 @@ def groups_in_window(node: Node, s: Stream, profile: str, k: CostConstants) -> f
     return max(1.0, node.groups + node.group_growth * w)
 
 
-def spark_aggregate_memory(s: Stream, groups: float, size: float) -> float:
-    """An aggregation's state under ``spark``: per group, the mean number of live windows hit, not formula 15's.
+def spark_aggregate_memory(s: Stream, groups: float, size: float, window: float, measured: bool) -> float:
+    """An aggregation's state under ``spark``: one row per group and live window that holds an element of it.
 
-    Formula 15 counts ⌈l/g · hit⌉ aggregate values per group, l the length
-    after the granularity operator (the slide g), which shortened the held
-    length l_h = w + D + T + d by g. Spark keeps one row per (window, group)
-    from the window's first element until the watermark passes its end: a
-    new window starts every slide and each lives l_h, so (l + g)/g = l_h/g
-    windows are live, and over the batches that count alternates between
-    the integers around it (no ceiling). Measured on local Spark: a count
-    per key w = 10 s, slide 2 s, D = 2 s, T = 1 s, 20 elements/s over 5 keys
-    holds 32.4 rows (docs/spark-mapping.md; formula 15 gave 30, this 32.6),
-    with T = 2 s at 10 elements/s 35 (``bench/trajectory.py``; 30 against
-    34.6). A group whose elements are sparser than the held length (n·d ≥ l)
-    keeps one value, as in formula 15.
+    Spark keeps one row per (window, group) from the group's first element
+    in the window until the watermark passes the window's end. A new window
+    starts every slide g (the granularity, which shortened the held length
+    l_h = w + D + T + d by g) and each lives l_h, so l_h/g windows are live;
+    over the batches their count alternates between the integers around it
+    (no ceiling).
+
+    ``measured``: ``groups`` is the measured n(w) (``groups_in_window``), the
+    distinct keys a window holds, so each has its row in every live window.
+    Otherwise ``groups`` is the declared key count, each key an even share
+    of the stream (formula 6's split, spacing n·d), and a window holds the
+    keys with an element in its w (formula 15's ``hit_probability`` over the
+    window, not over one granule: each element lives in every window it falls
+    in, so a key sparser than the slide still has a row in most of them).
+    Windows still filling have seen less than w, so for keys sparser than w
+    this is an upper bound. Measured on local Spark: a count per key w = 10 s,
+    slide 2 s, D = 2 s, T = 1 s, 20 elements/s over 5 keys holds 32.4 rows
+    (docs/spark-mapping.md; formula 15 gave 30, this 32.6), with T = 2 s at
+    10 elements/s 35 (``bench/trajectory.py``; 30 against 34.6); 40
+    elements/s over 1,000 keys, w = 16 s, slide 1 s, D = 2 s (the fleet
+    benchmark's count per page, 558 keys measured per window) 10,345 rows:
+    10,044 from the measured keys, 8,500 from the declared 1,000, and 696
+    with formula 15's hit of one granule (docs/cluster.md).
     """
     if s.is_empty:
         return 0.0
+    live = (s.l + s.g) / s.g
+    if measured:
+        return groups * live * size
     spacing = groups * s.d
-    if not spacing < s.l:
-        return groups * size
-    return groups * (s.l + s.g) / s.g * f.hit_probability(spacing, s.g) * size
+    hit = f.hit_probability(spacing, max(window, 0.0)) if math.isfinite(spacing) else 0.0
+    return groups * live * hit * size
 
 
 @dataclass(frozen=True)
@@ -213,7 +226,8 @@ def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet, profile
         n = groups_in_window(node, s, profile, k)
         out, cost = f.aggregate_output(s, n), f.aggregate_cost(s, n, size, k)
         if profile == "spark":
-            cost = f.Cost(spark_aggregate_memory(s, n, size), cost.cpu)
+            window = s.l + s.g - retention_extra(profile, k, s.d)
+            cost = f.Cost(spark_aggregate_memory(s, n, size, window, node.group_growth is not None), cost.cpu)
     elif op == "union":
         streams = [i.out for i in inputs]
         out = f.union_output(streams)

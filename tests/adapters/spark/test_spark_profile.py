@@ -42,8 +42,9 @@ def _agrees(plan, profile: str) -> None:
 def test_window_aggregation_per_key():
     # 20 elements/s (d = 50 ms), window 10 s, slide 2 s as granularity, 5 keys, D = 2 s, T = 1 s.
     # spark: window validity floor(10000 + 2000 + 1000 + 50 + 1) = 13051; granularity 2000 -> l = 11051;
-    # per group d = 250: (11051 + 2000)/2000 * hit(250, 2000) = 6.5255 * 0.99967 = 6.523 live windows
-    # (Spark alternates between 6 and 7 of them); 5 groups -> 32.6, and Spark measured 32.4 (docs/spark-mapping.md).
+    # (11051 + 2000)/2000 = 6.5255 live windows (Spark alternates between 6 and 7 of them), each holding a key once
+    # the window has an element of it (per group d = 250, over w = 10001: every key, 1 - 1e-17); 5 groups -> 32.6,
+    # and Spark measured 32.4 (docs/spark-mapping.md).
     # paper: 10001 -> 8001 -> ceil(4.0005 * 0.99967) = 4 windows -> 20.
     query = {"op": "aggregate", "id": "agg", "groups": 5, "inputs": [
         {"op": "granularity", "id": "g", "g": 2000, "inputs": [_window("w", 10_000, _source("clicks"))]}]}
@@ -51,7 +52,7 @@ def test_window_aggregation_per_key():
     spark, paper = estimate(plan, "spark"), estimate(plan, "paper")
     assert spark.nodes["w"].out.l == pytest.approx(13051)
     assert spark.nodes["g"].out.l == pytest.approx(11051)
-    assert spark.nodes["agg"].memory == pytest.approx(5 * 13051 / 2000 * (1 - (1 - 1 / 250) ** 2000))
+    assert spark.nodes["agg"].memory == pytest.approx(5 * 13051 / 2000 * (1 - (1 - 1 / 250) ** 10_001))
     assert spark.nodes["agg"].memory == pytest.approx(32.4, rel=0.01)  # measured on local Spark
     assert paper.nodes["agg"].memory == pytest.approx(20)
     assert mapping.window_aggregation_rows(10, 2, 2, 1, 20, groups=5) == pytest.approx(32.6, abs=0.1)
