@@ -145,7 +145,7 @@ def spark_aggregate_memory(s: Stream, groups: float, size: float, window: float,
     elements/s over 1,000 keys, w = 16 s, slide 1 s, D = 2 s (the fleet
     benchmark's count per page, 558 keys measured per window) 10,345 rows:
     10,044 from the measured keys, 8,500 from the declared 1,000, and 696
-    with formula 15's hit of one granule (docs/cluster.md).
+    with formula 15's hit of one granule (docs/spark-mapping.md).
     """
     if s.is_empty:
         return 0.0
