@@ -269,9 +269,9 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         # A plan that starts empty (every change migrates to a new plan: GenMig, a restart) holds state that grows
         # with the time its window has been open — linearly, unless a join multiplies two filling windows: only
         # then, and only for queries without joins, a ratio while filling. A change in place keeps what it has.
-        empty = setup.migration.strategy in ("genmig", "naive-restart")
         filling = {q: (now - changed_at.get(q, 0.0)) / w for q, w in longest.items()
-                   if empty and q not in steady and w > 0 and not _joins(plan, q)}
+                   if setup.migration.strategy_of(q) in ("genmig", "naive-restart") and q not in steady and w > 0
+                   and not _joins(plan, q)}
         estimated = {r.query: r.memory_bytes for r in rows if r.query is not None}
         # A window turning over since a step: its measured growth says where its state goes (feedback.project).
         at_step = {q: v for q, v in state.feedback.at_step.items() if q in calm - set(longest)}
@@ -551,7 +551,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     if feedback.signature(problem) != state.feedback.decided:
         changed = None  # other corrections: the policy's incremental state was computed on other estimates
     policy_state = None if changes.model else state.policy_state  # a rebuilt model makes the old state meaningless
-    live = setup.migration.strategy == "genmig"
+    live = any(setup.migration.strategy_of(q) == "genmig" for q in problem.queries)
     running = _running(problem, snapshot)
     deciding = deciding_bounds(problem, bounds, running, stream_d) if live and setup.forecast.enabled else bounds
     started = timer()
@@ -567,7 +567,8 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     fitted = transient_fit(problem, bounds, guarded, running, stream_d, live=live, hysteresis=rails.hysteresis)
     if fitted is not guarded:  # growths cut short are priced again: a sliver of a growth is a whole migration
         fitted, again = price(setup, problem, fitted, running, snapshot.running, stream_d)
-        priced = {**priced, **again}
+        # a growth held whole is no longer the change priced before: its record must not say it goes through
+        priced = {**{q: p for q, p in priced.items() if q not in fitted.fitted}, **again}
     guarded = fitted
     ramp_stage = None
     if live and running is not None:
@@ -625,11 +626,14 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
 
 
 def _lag(setup: Setup, problem: Problem) -> np.ndarray | None:
-    """Per query, watermark delay + trigger in model time units when changes migrate live (GenMig), else None."""
-    if setup.migration.strategy != "genmig":
+    """Per query, watermark delay + trigger in model time units when its changes migrate live (GenMig; 0 for the
+    others), None when no query's do."""
+    genmig = [setup.migration.strategy_of(q) == "genmig" for q in problem.queries]
+    if not any(genmig):
         return None
     timings = setup.migration.timings
-    return np.array([sum(timings.get(q, (0.0, 0.0))) / setup.time_unit_seconds for q in problem.queries])
+    return np.array([sum(timings.get(q, (0.0, 0.0))) / setup.time_unit_seconds if live else 0.0
+                     for q, live in zip(problem.queries, genmig)])
 
 
 def _within_window(setup: Setup, problem: Problem, snapshot: Snapshot, now: float, since: Mapping[str, float]) -> np.ndarray:

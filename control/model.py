@@ -57,6 +57,11 @@ class Migrations:
     exchange: Exchange = Exchange()
     timings: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Per Spark query: (watermark delay, trigger interval) in seconds."""
+    strategies: Mapping[str, str] = field(default_factory=dict)
+    """Per query, a strategy other than ``strategy`` (``armd.agent`` queries: ``genmig``, whatever the daemon's own)."""
+
+    def strategy_of(self, query: str) -> str:
+        return self.strategies.get(query, self.strategy)
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,11 @@ def price(setup: Setup, problem: Problem, guarded: Guarded, running: Running | N
 
 def _migration_cost(setup: Setup, query: str, new: QuerySettings, old_state_bytes: float) -> MigrationCost:
     window = longest_window(setup.plan, query, new) * setup.time_unit_seconds
-    if setup.migration.strategy == "genmig":
+    strategy = setup.migration.strategy_of(query)
+    if strategy == "genmig":
         delay, trigger = setup.migration.timings.get(query, (0.0, 0.0))
         return migration_cost.genmig(window, delay, trigger, old_state_bytes)
-    if setup.migration.strategy == "naive-restart":
+    if strategy == "naive-restart":
         return migration_cost.restart(window)
     return migration_cost.instant()
 
@@ -110,7 +111,8 @@ def transient_fit(problem: Problem, bounds: Bounds, guarded: Guarded, running: R
     shortened = set(np.array(problem.queries)[growing].tolist())
     # A growth cut short here is no longer one the maximum step limited: pricing must not take it to the proposal.
     return replace(guarded, fw=kept_fw, fg=kept_fg, outcome=problem.evaluate(kept_fw, kept_fg, stream_d, fd=guarded.fd),
-                   limited=tuple(q for q in guarded.limited if q not in shortened))
+                   limited=tuple(q for q in guarded.limited if q not in shortened),
+                   fitted=tuple(sorted(shortened)))
 
 
 def hold_small_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running: Running | None, stream_d: np.ndarray,

@@ -78,6 +78,7 @@ def decision_record(
             "held": list(guarded.held),
             "limited": list(guarded.limited),
             "forced": list(guarded.forced),
+            "fitted": list(guarded.fitted),
             "proposed_weighted_qos": float(decision.weighted_qos),
             "bounds_hold_at": trajectory.bounds_hold_at if trajectory else None,
             "staging": staging.as_json(),
@@ -97,6 +98,9 @@ def guardrail_note(query: str, guarded: Guarded, cooling: set[str]) -> str | Non
         return "limited to the maximum step"
     if query in guarded.held:
         return "held by the cool-down" if query in cooling else "held by the hysteresis band"
+    if query in guarded.fitted:
+        return ("growth shortened or held: its live migration holds the old plan's state beside the new one's, and "
+                "no more of it fits the memory bound")
     return None
 
 

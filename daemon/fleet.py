@@ -104,6 +104,7 @@ def effective(config: Config, governed: list[GovernedQuery],
     streams = dict(config.plan_doc.get("streams") or {})
     queries = dict(config.plan_doc.get("queries") or {})
     qos = dict(config.qos)
+    timings = dict(config.agent_timings)
     taken, skipped = [], {}
     for query in governed:
         if query.name in queries:
@@ -123,6 +124,8 @@ def effective(config: Config, governed: list[GovernedQuery],
             streams.setdefault(name, stream)  # a stream name is one stream in the store; the configuration's wins
         queries[query.name] = doc["queries"][query.name]
         qos[query.name] = query_qos
+        timings[query.name] = _timings(query.spec.get("plan") or {},
+                                       float(query.spec.get("time_unit_seconds") or config.model.time_unit_seconds))
         taken.append(query)
     if not taken:
         return config, Fleet((), skipped)
@@ -132,4 +135,10 @@ def effective(config: Config, governed: list[GovernedQuery],
         Problem(plan, qos)
     except (PlanError, QoSError) as exc:  # e.g. two applications' plans name one node id: the fleet waits, the daemon goes on
         return config, Fleet((), {**skipped, **{q.name: f"the merged plan is refused: {exc}" for q in taken}})
-    return replace(config, plan_doc=doc, plan=plan, qos=qos), Fleet(tuple(taken), skipped)
+    return replace(config, plan_doc=doc, plan=plan, qos=qos, agent_timings=timings), Fleet(tuple(taken), skipped)
+
+
+def _timings(doc: Mapping[str, Any], unit: float) -> tuple[float, float]:
+    """An agent plan's watermark delay and trigger interval, in seconds (its ``constants``, in its time unit)."""
+    constants = doc.get("constants") or {}
+    return (float(constants.get("watermark_delay") or 0.0) * unit, float(constants.get("trigger_interval") or 0.0) * unit)

@@ -42,10 +42,12 @@ def setup_of(config: Config, *, join_orders: bool) -> Setup:
 
 
 def migrations(config: Config) -> Migrations:
-    """How ``config`` puts settings into force: GenMig or a restart on Spark, in place on the simulated plant."""
+    """How ``config`` puts settings into force: GenMig or a restart on Spark, in place on the simulated plant; the
+    ``armd.agent`` queries by GenMig in their applications, whatever the daemon's own source."""
     strategy = config.spark.migration if config.source.kind == "spark" else "instant"
     timings = {q: (m.watermark_delay_seconds, m.trigger_seconds) for q, m in config.managed.items()}
-    return Migrations(strategy, config.migration_cost, timings)
+    timings.update(config.agent_timings)
+    return Migrations(strategy, config.migration_cost, timings, {q: "genmig" for q in config.agent_timings})
 
 
 def trigger_rules(config: Config) -> TriggerRules:

@@ -70,6 +70,9 @@ class Guarded:
     """Queries whose reduction went through despite a guardrail, to keep the bounds."""
     fd: np.ndarray | None = None
     """Drop fractions to apply (None: no query may shed)."""
+    fitted: tuple[str, ...] = ()
+    """Queries whose growth was shortened, or held, so that its live migration's transient fits the memory bound
+    (``control/pricing.transient_fit``)."""
 
 
 def guard(

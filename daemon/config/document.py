@@ -85,6 +85,9 @@ class Config:
     """The ``armd.agent`` applications ``armd run`` starts beside itself (``[[apps]]``; daemon/apps.py)."""
     derivations: Mapping[str, Any] = field(default_factory=dict)
     """Query → its ``Derivation`` when the plan was derived from the builders (no ``[plan]``; daemon/config/derived.py)."""
+    agent_timings: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """``armd.agent`` query → (watermark delay, trigger interval) in seconds, from its registered plan; the agents
+    apply every change by GenMig, so these price their migrations (daemon/fleet.py merges them in)."""
     unmanaged: Mapping[str, str] = field(default_factory=dict)
     """``[managed.NAME]`` queries whose plan could not be derived → why; they run with fixed settings, outside the plan."""
     secrets: frozenset[str] = frozenset()

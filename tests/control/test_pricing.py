@@ -46,6 +46,7 @@ def test_a_growth_goes_only_as_far_as_old_plus_new_state_fits_the_usable_bound()
     fitted = transient_fit(p, bounds, grown, running, None, live=True)
     assert 0.0 < fitted.fw[0] < 1.0  # the old plan's 5 s beside the new window: not the whole 30 s
     assert float(fitted.outcome.total_memory) + float(low.total_memory) <= bounds.usable_memory
+    assert fitted.fitted == ("q",) and grown.fitted == ()  # the record says why the growth is shorter
     assert transient_fit(p, bounds, grown, running, None, live=False) is grown  # in place: no transient
     roomy = Bounds(memory=float(high.total_memory) * 3, cpu=float(high.total_cpu) * 10)
     assert transient_fit(p, roomy, grown, running, None, live=True) is grown
@@ -63,6 +64,7 @@ def test_a_growth_shortened_below_the_hysteresis_keeps_its_setting():
     assert transient_fit(p, bounds, grown, running, None, live=True, hysteresis=share * 0.9).fw[0] == share
     held = transient_fit(p, bounds, grown, running, None, live=True, hysteresis=share * 1.1)
     assert held.fw.tolist() == [0.0] and float(held.outcome.total_memory) == float(low.total_memory)
+    assert held.fitted == ("q",)
 
 
 def two_queries() -> Problem:
