@@ -88,7 +88,8 @@ def test_the_daemon_decides_for_agent_queries_and_a_gone_application_frees_its_b
         assert alpha.window("alpha_orders") == beta.window("beta_orders") == 60
 
         alpha.queries["alpha_orders"].rate_per_second = 2000.0  # a burst: 20× the rate, ~5.8 MB at 60 s
-        wait_for("the burst cuts alpha's window", lambda: alpha.window("alpha_orders") < 30)
+        # the first cut may come while the rate estimate still rises (to ~9 s): wait for the cut the burst needs
+        wait_for("the burst cuts alpha's window", lambda: alpha.window("alpha_orders") < 6)
         cut = alpha.window("alpha_orders")
         desired = store.desired_settings()["alpha_orders"]  # decided by the daemon, applied by the application
         assert desired.settings.windows["alpha_orders.w"] / 1000 == pytest.approx(cut)
