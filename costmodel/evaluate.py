@@ -114,10 +114,16 @@ def groups_in_window(node: Node, s: Stream, profile: str, k: CostConstants) -> f
     if s.is_empty:
         return max(1.0, node.groups)
     held = s.l + s.g
-    w = max(held - retention_extra(profile, k, s.d), 0.0)
+    w = aggregated_window(s, profile, k)
     if profile == "spark" and held > 0:
         w -= w * w / (2.0 * held)
     return max(1.0, node.groups + node.group_growth * w)
+
+
+def aggregated_window(s: Stream, profile: str, k: CostConstants) -> float:
+    """The window w an aggregation's input ``s`` comes from: its held length l + g less the retention beyond the
+    window (``groups_in_window``)."""
+    return max(s.l + s.g - retention_extra(profile, k, s.d), 0.0)
 
 
 def spark_aggregate_memory(s: Stream, groups: float, size: float, window: float, measured: bool) -> float:
@@ -153,7 +159,7 @@ def spark_aggregate_memory(s: Stream, groups: float, size: float, window: float,
     if measured:
         return groups * live * size
     spacing = groups * s.d
-    hit = f.hit_probability(spacing, max(window, 0.0)) if math.isfinite(spacing) else 0.0
+    hit = f.hit_probability(spacing, window) if math.isfinite(spacing) else 0.0
     return groups * live * hit * size
 
 
@@ -226,8 +232,8 @@ def evaluate_node(node: Node, inputs: list[NodeEstimate], plan: PlanSet, profile
         n = groups_in_window(node, s, profile, k)
         out, cost = f.aggregate_output(s, n), f.aggregate_cost(s, n, size, k)
         if profile == "spark":
-            window = s.l + s.g - retention_extra(profile, k, s.d)
-            cost = f.Cost(spark_aggregate_memory(s, n, size, window, node.group_growth is not None), cost.cpu)
+            cost = f.Cost(spark_aggregate_memory(s, n, size, aggregated_window(s, profile, k), node.group_growth is not None),
+                          cost.cpu)
     elif op == "union":
         streams = [i.out for i in inputs]
         out = f.union_output(streams)
