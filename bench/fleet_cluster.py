@@ -195,6 +195,8 @@ def versions(engine: Any, query: str) -> list[tuple[float, dict]]:
     out: list[tuple[float, dict]] = []
     for details, state in rows:
         details = json.loads(details) if isinstance(details, str) else details
+        if state == "rolled_back":
+            continue  # superseded before its new run wrote a result (a deeper cut): the old plan went on
         if state == "failed" and "live" not in details:
             continue  # its new run never started (e.g. Spark's Python worker did not connect back): the old plan went on
         if state == "done" and "live" not in details and details.get("old") is None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, Mapping, Protocol
 
-from armd.migrations.genmig import Migration
+from armd.migrations.genmig import ROLLED_BACK, Migration
 from armd.policies.staging import Staging
 
 from .errors import TemporaryError
@@ -89,6 +89,8 @@ class OpenMigration:
     recorded: bool = False
     live: Migration | None = None
     """The live migration's latest state (None: the applier has not reported one)."""
+    before: ActualState | None = None
+    """The query's actual state when the migration began: what it runs again if the migration is rolled back."""
 
 
 def stage_changes(changes: Mapping[str, tuple[QuerySettings | None, QuerySettings]], held: float,
@@ -137,13 +139,15 @@ class Coordinator:
     # --- migrations -----------------------------------------------------------------------------
 
     def begin(self, query: str, version: int, old: QuerySettings | None, new: QuerySettings, decision_id: Any,
-              at: datetime) -> OpenMigration:
-        """A migration of ``query`` to ``new`` is about to start; its row is written once it did (``started``)."""
+              at: datetime, before: ActualState | None = None) -> OpenMigration:
+        """A migration of ``query`` to ``new`` is about to start; its row is written once it did (``started``).
+        ``before``: the query's actual state now, reported again should the migration be rolled back."""
         name = self.ports.applier.name
         opened = OpenMigration(
             query, version, at,
             {"old": old.as_json() if old else None, "new": new.as_json(), "decision_id": decision_id, "plan_version": version},
-            {"applier": name, "decision_id": decision_id, "windows": dict(new.windows), "granularity": new.granularity})
+            {"applier": name, "decision_id": decision_id, "windows": dict(new.windows), "granularity": new.granularity},
+            before=before)
         self.open[query] = opened
         return opened
 
@@ -167,7 +171,8 @@ class Coordinator:
 
     def close(self, opened: OpenMigration, state: str, details: Mapping[str, Any], *, event: tuple[str, str, str] | None = None,
               alert: bool = True) -> None:
-        """Finish the migration's row in ``state`` (``done``/``failed``); ``event``: (kind, severity, message) to emit."""
+        """Finish the migration's row in ``state`` (``done``/``failed``/``rolled_back``); ``event``: (kind, severity,
+        message) to emit."""
         if self.open.get(opened.query) is opened:
             del self.open[opened.query]
         self.started(opened)
@@ -175,7 +180,7 @@ class Coordinator:
         # The row may still wait in the record queue; the update runs after it, in order.
         self.ports.record("migration", lambda: self.ports.store.update_migration(ref, state, at, finished=True,
                                                                                   details=dict(details)))
-        self.ports.metrics.migration("done" if state == "done" else "failed")
+        self.ports.metrics.migration(state if state in ("done", ROLLED_BACK) else "failed")
         if event is not None:
             kind, severity, message = event
             summary = {**opened.summary, **{k: v for k, v in details.items() if k in ("strategy", "t_split", "error")}}
@@ -198,8 +203,11 @@ class Coordinator:
             if current is not None and current.plan_version == opened.version:
                 self.report(replace(current, phase="migrating", migration_state=state))
             return
-        done = state == "done"
         note = record.history[-1][2] if record.history else ""
+        if state == ROLLED_BACK:
+            self._rolled_back(opened, record, note)
+            return
+        done = state == "done"
         self.close(opened, "done" if done else "failed", {**details, "strategy": record.strategy, "t_split": record.t_split},
                    event=("migration_finished" if done else "migration_failed", "info" if done else "error",
                           f"migration of {record.query!r} {'finished' if done else 'failed'} ({record.strategy})"
@@ -209,6 +217,17 @@ class Coordinator:
             self.report(replace(current, phase="steady" if done else "failed", migration_state=state, extra_state_bytes=None,
                                 target_version=None if done else current.target_version,
                                 error=None if done else self.ports.redact(note or "the live migration failed")))
+
+    def _rolled_back(self, opened: OpenMigration, record: Migration, note: str) -> None:
+        """The applier dropped the migration before the new plan wrote anything (a newer change supersedes it): the
+        query runs its old settings again, as it did before the migration began (the reconciler supersedes only
+        migrations it began, so that state is known)."""
+        self.close(opened, ROLLED_BACK, {**opened.details, "strategy": record.strategy, "t_split": record.t_split},
+                   event=("migration_rolled_back", "info", f"migration of {record.query!r} rolled back ({record.strategy})"
+                          f"{': ' + note if note else ''}"))
+        if opened.before is not None:
+            self.report(replace(opened.before, phase="steady", migration_state=ROLLED_BACK, target_version=None,
+                                attempts=0, error=None, retry_at=None, extra_state_bytes=None))
 
     def advance(self) -> None:
         """Let a live applier move its migrations on (the coordinator's own cadence); transitions come back through ``transition``."""

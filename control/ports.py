@@ -140,7 +140,8 @@ class Applier(Protocol):
     only this. What more an applier can do it says by implementing the
     protocols below, which the reconciler and the coordinator check with
     ``isinstance``: ``LiveApplier`` (a migration that goes on after
-    ``apply``, GenMig) and ``ResumableApplier`` (continues a stored migration
+    ``apply``, GenMig), ``SupersedingApplier`` (drops such a migration for a
+    newer change) and ``ResumableApplier`` (continues a stored migration
     after a restart of the daemon).
     """
 
@@ -175,6 +176,22 @@ class LiveApplier(Applier, Protocol):
     def transient_memory(self, query: str, old: QuerySettings, new: QuerySettings, new_memory: float) -> float:
         """Extra bytes held while a migration of ``query`` from ``old`` to ``new`` runs (``new_memory``: the cost
         model's estimate of the new settings); staging keeps the sum within the memory bound (``policies/staging.py``)."""
+        ...
+
+
+@runtime_checkable
+class SupersedingApplier(LiveApplier, Protocol):
+    """A live applier that can drop a migration still running so that a newer change starts at once.
+
+    Without it a change decided while a query migrates waits until that
+    migration is done: under GenMig a whole window of the new plan and the
+    watermark delay, longer when the application runs behind. A burst's
+    deeper cut then holds the old plan's state all that time.
+    """
+
+    def supersede(self, query: str) -> bool:
+        """Roll back ``query``'s running migration if no result is lost by it (the old run answers alone again);
+        whether it did. The rollback is reported as a ``rolled_back`` transition."""
         ...
 
 

@@ -6,7 +6,10 @@ reads them and, for each query whose desired ``plan_version`` is newer than
 the one in force, that may start (staging) and is not a dry run's
 recommendation, applies it through the applier (settings) and the
 join-order publisher (a JISC join's order), then writes the ``ActualState``
-back. So the reconciler can later run inside a user's Spark application,
+back. A query still migrating takes its next version once that migration is
+done, unless the version only cuts the windows the migration moves to and
+the applier can roll the migration back without losing a result
+(``SupersedingApplier``): a burst's deeper cut then starts at once. So the reconciler can later run inside a user's Spark application,
 against the same store, with nothing else shared.
 
 Errors say whether a retry helps (``control.errors``): ``NotReady`` is
@@ -32,9 +35,9 @@ from typing import Any, Callable, Mapping
 from armd.migrations.join import order_text
 
 from .coordinator import ApplyPorts, Coordinator, OpenMigration
-from .model import same_settings
+from .model import same_settings, shrinks
 from .errors import NotReady, PermanentError, TemporaryError
-from .ports import ActualState, DesiredSettings, JoinOrders, LiveApplier, QuerySettings
+from .ports import ActualState, DesiredSettings, JoinOrders, LiveApplier, QuerySettings, SupersedingApplier
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,15 @@ class Reconciler:
         held: dict[str, DesiredSettings] = {}
         for query, wanted in sorted(desired.items()):
             actual = self.coordinator.actual.get(query)
-            if not self._due(wanted, actual, at) or query in busy:  # a query still migrating takes its next change after
+            if not self._due(wanted, actual, at):
                 continue
+            if query in busy:  # a query still migrating takes its next change after, unless that is a deeper cut
+                if not self._supersede(query, wanted):
+                    continue
+                busy.discard(query)
+                actual = self.coordinator.actual.get(query)
+                if not self._due(wanted, actual, at):
+                    continue
             if wanted.may_start or (query, wanted.plan_version) in self.released:
                 due.append(wanted)
             else:
@@ -129,6 +139,27 @@ class Reconciler:
             due = [held[q] for q in staging.now]
         for wanted in due:
             self._apply(wanted, at)
+
+    def _supersede(self, query: str, wanted: DesiredSettings) -> bool:
+        """Roll back the query's running migration for ``wanted`` if that only cuts the migration's target windows: a
+        cut decided while a migration runs (a burst's second, deeper one) then starts at once, from the old run,
+        instead of holding the old plan's state until the running migration is done. Anything else waits. Only
+        where the applier can drop a migration without losing a result, and the state before it began is known
+        (not one resumed after a restart)."""
+        applier, opened = self.ports.applier, self.coordinator.open.get(query)
+        target = self.coordinator.actual.get(query)
+        if (not isinstance(applier, SupersedingApplier) or opened is None or opened.before is None or target is None
+                or wanted.join_order is not None or not shrinks(target.settings, wanted.settings)):
+            return False
+        try:
+            superseded = applier.supersede(query)
+        except Exception as exc:  # noqa: BLE001 - the running migration goes on; the change waits for it as before
+            self.ports.log.warning("supersede_failed", query=query, error=self.ports.redact(f"{type(exc).__name__}: {exc}"))
+            return False
+        if superseded:
+            self.ports.log.info("migration_superseded", query=query, plan_version=wanted.plan_version,
+                                windows=dict(wanted.settings.windows), target_windows=dict(target.settings.windows))
+        return superseded
 
     def _due(self, wanted: DesiredSettings, actual: ActualState | None, at: datetime) -> bool:
         if wanted.recommend_only or wanted.plan_version <= (actual.plan_version if actual else 0):
@@ -149,7 +180,7 @@ class Reconciler:
         ports, query, new = self.ports, wanted.query, wanted.settings
         actual = self.coordinator.actual.get(query)
         old = actual.settings if actual else None
-        opened = self.coordinator.begin(query, wanted.plan_version, old, new, wanted.decision_id, at)
+        opened = self.coordinator.begin(query, wanted.plan_version, old, new, wanted.decision_id, at, before=actual)
         try:
             if wanted.join_order is not None and self.join_orders is not None:
                 self._publish(wanted, at)

@@ -269,6 +269,18 @@ class Migration:
             raise MigrationError(f"stored migration record is incomplete or malformed: {exc!r}") from None
 
 
+def emits_nothing_from(t_split: float, watermark: float | None, event_max: float | None, delay: float) -> bool:
+    """Whether a run whose results come out as its watermark passes them has emitted nothing at or after ``t_split``,
+    nor will in its next batch, judged from its newest batch: that batch's ``watermark`` and largest event time.
+
+    The next batch's watermark is the larger of the two less ``delay`` (the watermark delay; 0 when unknown, which
+    only makes the answer more cautious). A migration may be rolled back while this holds of both its runs: the new
+    run has written nothing and the old one has dropped nothing (``GenMigApplier.supersede``).
+    """
+    marks = [m for m in (watermark, None if event_max is None else event_max - delay) if m is not None]
+    return not marks or max(marks) < t_split
+
+
 def next_state(migration: Migration, *, new_passed_split: bool, old_done: bool) -> str | None:
     """The transition a live migration is due, from two facts its runs show now; None while nothing changed.
 

@@ -73,6 +73,7 @@ rather than staying open for good.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from dataclasses import replace
@@ -88,9 +89,11 @@ from armd.migrations.genmig import (
     DONE,
     DRAINING,
     FAILED,
+    ROLLED_BACK,
     RUNNING,
     Migration,
     chained_split_time,
+    emits_nothing_from,
     next_state,
     old_plan_done,
     passed_split,
@@ -191,6 +194,9 @@ class GenMigApplier:
         """Query → when (epoch seconds) its old run was stopped, done while the new run was still behind."""
         self._answers_from: dict[str, float] = {}
         """Query → the T_split its current run answers from (it was the new run of that migration)."""
+        self._versions_used: dict[str, int] = {}
+        """Query → the newest plan version a run was started with, kept when that run was dropped (``supersede``): a
+        later run never reuses its version, under which the sink may hold its (empty) batches."""
         self._lock = threading.RLock()
 
     # --- the Applier port ---
@@ -208,7 +214,7 @@ class GenMigApplier:
                 self.manager.start(query, replace(params, version=params.version + (1 if managed.runs else 0)))
                 self.log.info("query_started", query=query, plan_version=managed.params.version)
             elif params != managed.params:
-                self._begin(query, replace(params, version=params.version + 1))
+                self._begin(query, replace(params, version=self._next_version(query, managed.params)))
             return self.strategy
 
     def migrate(self, query: str, params: QueryParams) -> None:
@@ -219,7 +225,10 @@ class GenMigApplier:
                 raise RuntimeError(f"query {query!r} is still migrating (state {self.migrations[query].state})")
             if not managed.running:
                 raise RuntimeError(f"query {query!r} does not run; GenMig migrates a running query")
-            self._begin(query, replace(params, version=managed.params.version + 1))
+            self._begin(query, replace(params, version=self._next_version(query, managed.params)))
+
+    def _next_version(self, query: str, params: QueryParams) -> int:
+        return max(params.version, self._versions_used.get(query, 0)) + 1
 
     def advance(self) -> tuple[Migration, ...]:
         """Move every migration on by what the queries' progress shows now; returns those still in progress.
@@ -405,6 +414,88 @@ class GenMigApplier:
         t_split = split_time(positions, span, self.epsilon, unit=self.time_unit_seconds)
         t_split = chained_split_time(t_split, self._answers_from.get(query), self.time_unit_seconds)
         return latest, positions, starts, t_split, span, (reach if replay else None)
+
+    def supersede(self, query: str) -> bool:
+        """Roll back ``query``'s running migration so that a newer change starts from its old run; whether it did.
+
+        A change decided while a migration runs otherwise waits for it: the new plan's whole reach past the position
+        and the watermark delay, longer when the application lags (a burst's deeper cut waited 24 s in the fleet
+        benchmark, holding the old plan's window all along). Dropping the migration loses nothing only while no
+        result from T_split on is out: the new run has written none and the old run has dropped none. For results
+        out as the watermark passes them, both runs' newest batches must show that their next watermark still lies
+        before T_split (``emits_nothing_from``); results out on arrival (joins) are not rolled back.
+
+        The new run is stopped between batches, and checked again stopped (its last batch, and one the stop may have
+        interrupted, stay before T_split). The old run, checked afresh (its batches went on meanwhile), then gets its
+        filter from before the migration back — set only if no batch after the checked one has reached its sink, like
+        T_split itself — and answers alone again, until the next change's migration starts from it. Where either check fails, the new run starts again from its
+        checkpoint and the migration goes on as if nothing had happened.
+        """
+        with self._lock:
+            migration = self.migrations.get(query)
+            if (migration is None or migration.state != RUNNING or migration.facts.get("emits") != "watermark"
+                    or migration.facts.get("continuation") or migration.t_split is None):
+                return False
+            old, managed = self._old[query], self.manager.get(query)
+            t_split, delay = float(migration.t_split), float(managed.params.extra.get("delay_seconds", 0.0))
+            old_latest = self._newest(old.query)
+            if not (old.query.isActive and old_latest is not None
+                    and self._emits_nothing_from(old_latest, old.writer, t_split, delay)
+                    and self._emits_nothing_from(self._newest(managed.query), managed.writer, t_split, delay)):
+                return False
+            reference = str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT))
+            since = migration.facts.get("old_answers_from")
+            new_run = self.manager.hand_over(query)
+            self.manager.end_run(new_run, keep_checkpoint=True)
+            if self._emits_nothing_from(self._newest(new_run.query), new_run.writer, t_split, delay):
+                refused = self._restore_old_filter(old, reference, since, t_split, delay)
+            else:
+                refused = "the new run reached T_split while it was being stopped"
+            if refused is not None:
+                self.manager.start(query, new_run.params, keep=reference_filter(reference, t_split, "new"),
+                                   checkpoint=new_run.checkpoint)
+                self.log.info("genmig_supersede_refused", query=query, t_split=t_split, reason=refused)
+                return False
+            shutil.rmtree(new_run.checkpoint, ignore_errors=True)
+            self.manager.take_back(query, old)
+            self._versions_used[query] = max(self._versions_used.get(query, 0), new_run.params.version)
+            del self._old[query]
+            self._since.pop(query, None)
+            self._stopped_at.pop(query, None)
+            if since is None:
+                self._answers_from.pop(query, None)
+            else:
+                self._answers_from[query] = float(since)
+            at = max(old_latest.watermark.timestamp() if old_latest.watermark is not None else 0.0, migration.started or 0.0)
+            self._record(migration.to(ROLLED_BACK, at, "superseded by a newer change before the new plan wrote a "
+                                      "result: the new run was stopped, the old plan answers alone again"))
+            return True
+
+    def _restore_old_filter(self, old: Run, reference: str, since: float | None, t_split: float, delay: float) -> str | None:
+        """Give the old run its filter from before the migration back, if it has dropped nothing from T_split on;
+        None when done, else why not. Its batches go on meanwhile, so the check and the guarded change are tried a
+        few times, like T_split's own placing."""
+        for _ in range(SPLIT_ATTEMPTS):
+            latest = self._newest(old.query)
+            if latest is None or not self._emits_nothing_from(latest, old.writer, t_split, delay):
+                return "the old run reached T_split"
+            if old.writer.keep_from(reference_filter(reference, since, "new"),  # type: ignore[arg-type]
+                                    latest.last_executed_batch + 1):
+                return None
+            time.sleep(SPLIT_RETRY_SECONDS)
+        return f"the old run's batches outran armd {SPLIT_ATTEMPTS} times"
+
+    def _emits_nothing_from(self, latest: ProgressRecord | None, writer: Any, t_split: float, delay: float) -> bool:
+        """Whether the run whose newest progress is ``latest`` has emitted nothing from ``t_split`` on, nor will in its
+        next batch; a batch at its sink ``writer`` beyond that next one is not vouched for. A run without progress
+        yet is in its first batch at most, whose watermark is the initial one: nothing passes it."""
+        last = writer.last_batch_id
+        if latest is None:
+            return last is None or last <= 0
+        if last is not None and last > latest.last_executed_batch + 1:
+            return False
+        return emits_nothing_from(t_split, latest.watermark.timestamp() if latest.watermark is not None else None,
+                                  latest.event_max.timestamp() if latest.event_max is not None else None, delay)
 
     def resume(self, migration: Migration) -> None:
         """Continue a stored migration (running or draining) after a restart: both runs go on from their checkpoints."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from support.fakes import Applier, LiveFake, apply_rig, not_ready, permanent, temporary
+from support.fakes import Applier, LiveFake, SupersedingFake, apply_rig, not_ready, permanent, temporary
 
 from armd.control.ports import ActualState, DesiredSettings, QuerySettings
 from armd.control.reconciler import RetryPolicy
@@ -106,6 +106,42 @@ def test_a_query_still_migrating_takes_its_next_version_after():
     reconciler.coordinator.advance()
     reconciler.tick()
     assert [s.windows["w"] for _, s in applier.applied] == [20.0, 30.0] and store.actual["q1"].plan_version == 3
+
+
+def test_a_deeper_cut_supersedes_the_running_migration_and_starts_at_once():
+    reconciler, store, applier, emitted, _ = apply_rig(SupersedingFake())
+    store.actual["q1"] = ActualState("q1", 1, settings(20.0), "steady")
+    reconciler.coordinator.load()
+    want(store, "q1", 2, 10.0)
+    reconciler.tick()
+    want(store, "q1", 3, 5.0)  # decided while the cut to 10 still migrates
+    reconciler.tick()
+    assert applier.superseded == ["q1"] and [s.windows["w"] for _, s in applier.applied] == [10.0, 5.0]
+    assert [s for _, s in store.of("migration_update")][:2] == ["running", "rolled_back"]
+    assert emitted.kinds("q1") == ["migration_started", "migration_rolled_back", "migration_started"]
+    assert emitted.alerts == []  # a rollback for a newer change is no fault
+    actual = store.actual["q1"]
+    assert (actual.plan_version, actual.settings, actual.phase) == (3, settings(5.0), "migrating")
+    reconciler.coordinator.advance()
+    reconciler.coordinator.advance()
+    assert store.actual["q1"].phase == "steady" and store.actual["q1"].plan_version == 3
+
+
+def test_a_change_that_is_not_only_a_deeper_cut_waits_for_the_running_migration():
+    for applier, next_window in ((SupersedingFake(), 15.0), (SupersedingFake(refuse=True), 5.0)):
+        reconciler, store, applier, emitted, _ = apply_rig(applier)
+        store.actual["q1"] = ActualState("q1", 1, settings(20.0), "steady")
+        reconciler.coordinator.load()
+        want(store, "q1", 2, 10.0)
+        reconciler.tick()
+        want(store, "q1", 3, next_window)  # grows the target (15 > 10), or the applier cannot drop the migration
+        reconciler.tick()
+        assert applier.superseded == [] and [s.windows["w"] for _, s in applier.applied] == [10.0]
+        assert store.actual["q1"].plan_version == 2 and "migration_rolled_back" not in emitted.kinds("q1")
+        reconciler.coordinator.advance()
+        reconciler.coordinator.advance()
+        reconciler.tick()
+        assert [s.windows["w"] for _, s in applier.applied] == [10.0, next_window]
 
 
 def test_not_ready_is_retried_at_the_next_tick_quietly():

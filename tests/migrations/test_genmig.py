@@ -22,6 +22,7 @@ from armd.migrations.genmig import (
     Migration,
     MigrationError,
     chained_split_time,
+    emits_nothing_from,
     keep,
     old_plan_done,
     ordered_merge,
@@ -184,3 +185,13 @@ def test_a_naive_restart_at_the_same_moment_gets_windows_across_it_wrong():
     truth = sliding_counts(events, window, slide, upto)
     wrong = Counter(truth) - Counter(naive)
     assert sorted(r[0] for r in wrong) == [110.0, 120.0, 130.0]  # the windows that span the restart
+
+
+def test_a_run_emits_nothing_from_t_split_while_its_next_watermark_lies_before_it():
+    # The next batch's watermark: the larger of this batch's and its newest event time less the delay.
+    assert emits_nothing_from(30.0, watermark=20.0, event_max=31.0, delay=2.0)  # next watermark 29
+    assert not emits_nothing_from(30.0, watermark=20.0, event_max=32.0, delay=2.0)  # 30: windows ending at 30 come out
+    assert not emits_nothing_from(30.0, watermark=30.5, event_max=None, delay=2.0)  # already past it
+    assert emits_nothing_from(30.0, watermark=None, event_max=None, delay=2.0)  # read nothing yet
+    # An unknown delay (0) errs on the side of not rolling back.
+    assert not emits_nothing_from(30.0, watermark=20.0, event_max=31.0, delay=0.0)

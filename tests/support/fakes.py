@@ -322,6 +322,23 @@ class LiveFake(Applier):
         self.live[migration.query] = migration
 
 
+class SupersedingFake(LiveFake):
+    """A ``LiveFake`` that rolls a running migration back when asked (``supersede``), unless ``refuse``."""
+
+    def __init__(self, extra: float = 0.0, refuse: bool = False) -> None:
+        super().__init__(extra)
+        self.refuse, self.superseded = refuse, []
+
+    def supersede(self, query):
+        migration = self.live.get(query)
+        if self.refuse or migration is None or migration.state != "running":
+            return False
+        del self.live[query]
+        self.superseded.append(query)
+        self.on_transition(migration.to("rolled_back", 1.5, "superseded"))
+        return True
+
+
 class Emitted:
     """Records the applying side's events; ``alerts`` are those an alert sink would get (warnings and errors, unless not)."""
 

@@ -178,6 +178,81 @@ def test_a_new_plan_that_does_not_start_loses_no_result(window_change, spark, pr
     assert got.keys() == window_change["b"].keys()
 
 
+def migrate_when_ready(applier: GenMigApplier, query: str, params) -> None:
+    for _ in range(20):  # NotReady: no batch to place T_split from yet, or a batch outran the placing
+        try:
+            applier.migrate(query, params)
+            return
+        except NotReady:
+            time.sleep(0.25)
+    pytest.fail(f"the migration of {query!r} never began")
+
+
+def test_a_superseded_migration_is_rolled_back_and_the_next_one_starts_from_the_old_run(window_change, spark,  # noqa: F811
+                                                                                     progress_listener, tmp_path_factory):
+    """A change decided while a migration runs (a burst's deeper cut) need not wait for it: while neither run has
+    emitted a result from T_split on, the migration is rolled back — its new run stopped before writing anything, the
+    old run answering alone again — and the newer change migrates from the old run. The output is the old plan's
+    before the second T_split and the newest plan's from it on, exactly; the dropped plan wrote nothing."""
+    window = scenario("count per key: window")  # 6 s → 10 s; here 6 s → 8 s, superseded by → 10 s
+    chosen = replace(window, speed=2.0)  # 20 s of wall time in all: the second T_split lies well before the end
+    manager, sink, start = QueryManager(spark, tmp_path_factory.mktemp("checkpoints")), MemorySink(), migration.origin()
+    manager.register(ManagedSpec("superseded", chosen.builder, sink, chosen.params(chosen.old, start), trigger=chosen.trigger))
+    transitions: list = []
+    applier = GenMigApplier(manager, progress_listener, migration.TIME_UNIT, on_transition=transitions.append)
+    manager.start("superseded")
+    try:
+        assert progress_listener.wait_for(lambda: (r := progress_listener.latest("superseded")) is not None
+                                          and r.watermark is not None and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 120)
+        migrate_when_ready(applier, "superseded", chosen.params(migration.Variant(8.0, 2.0), start))
+        assert applier.supersede("superseded"), transitions
+        assert [m.state for m in transitions] == ["running", "rolled_back"] and not applier.migrations
+        assert manager.get("superseded").query.isActive  # the old run, answering alone again
+        migrate_when_ready(applier, "superseded", chosen.params(chosen.new, start))
+        deadline = time.monotonic() + 120
+        while applier.advance() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [m.state for m in transitions] == ["running", "rolled_back", "running", "draining", "done"], \
+            [(m.state, m.t_split - start, m.history[-1][2]) for m in transitions]
+        migration._read_to_end(progress_listener, manager, "superseded", start)
+    finally:
+        applier.close()
+        manager.stop_all()
+    dropped, second = transitions[0], transitions[2]
+    # Waiting, the second migration would have started once the old run's watermark passed the first T_split, a new
+    # window past a position at least the delay beyond it: superseding, it started sooner.
+    assert second.t_split - dropped.t_split < chosen.new.window + migration.DELAY
+    written = sink.rows("superseded")
+    assert sorted({r["plan_version"] for r in written}) == [0, 2]  # the dropped plan (version 1) wrote nothing
+    got = migration.results(written, start)
+    want = migration.expected(window_change["a"], window_change["b"], second.t_split - start)
+    assert migration.compare(want, got) == {"lost": 0, "duplicated": 0, "wrong": 0}
+    assert got.keys() == want.keys()
+
+
+def test_a_migration_whose_old_run_passed_t_split_is_not_superseded(spark, progress_listener, tmp_path_factory):  # noqa: F811
+    """Once the old run's watermark has passed T_split it has dropped results the new run owns: rolling back would
+    lose them, so the migration goes on and the newer change waits."""
+    chosen = scenario("count per key: window")
+    manager, start = QueryManager(spark, tmp_path_factory.mktemp("checkpoints")), migration.origin()
+    manager.register(ManagedSpec("kept", chosen.builder, MemorySink(), chosen.params(chosen.old, start), trigger=chosen.trigger))
+    transitions: list = []
+    applier = GenMigApplier(manager, progress_listener, migration.TIME_UNIT, on_transition=transitions.append)
+    manager.start("kept")
+    try:
+        assert progress_listener.wait_for(lambda: (r := progress_listener.latest("kept")) is not None
+                                          and r.watermark is not None and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 120)
+        migrate_when_ready(applier, "kept", chosen.params(chosen.new, start))
+        t_split, old_run = transitions[0].t_split, transitions[0].facts["old_run"]
+        assert progress_listener.wait_for(lambda: (r := progress_listener.latest_of_run(old_run)) is not None
+                                          and r.watermark is not None and r.watermark.timestamp() >= t_split, 60)
+        assert not applier.supersede("kept")
+        assert [m.state for m in transitions] == ["running"] and "kept" in applier.migrations  # not advanced: unchanged
+    finally:
+        applier.close()
+        manager.stop_all()
+
+
 def test_progress_that_reaches_armd_late_does_not_place_the_split(spark, progress_listener, tmp_path_factory):  # noqa: F811
     """Spark's listener bus can run batches behind the query (it did, by 3–4 batches, in full test runs). T_split
     placed from such stale progress lay behind windows the old run had already written, and they came out twice.
