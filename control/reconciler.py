@@ -6,11 +6,12 @@ reads them and, for each query whose desired ``plan_version`` is newer than
 the one in force, that may start (staging) and is not a dry run's
 recommendation, applies it through the applier (settings) and the
 join-order publisher (a JISC join's order), then writes the ``ActualState``
-back. A query still migrating takes its next version once that migration is
-done, unless the version only cuts the windows the migration moves to and
-the applier can roll the migration back without losing a result
-(``SupersedingApplier``): a burst's deeper cut then starts at once. So the reconciler can later run inside a user's Spark application,
-against the same store, with nothing else shared.
+back. So the reconciler can later run inside a user's Spark application,
+against the same store, with nothing else shared. A query still migrating
+takes its next version once that migration is done, unless the version only
+cuts the windows the migration moves to and the applier can roll the
+migration back without losing a result (``SupersedingApplier``): a burst's
+deeper cut then starts at once.
 
 Errors say whether a retry helps (``control.errors``): ``NotReady`` is
 retried quietly at the next tick; a ``TemporaryError`` or anything
