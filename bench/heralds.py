@@ -34,8 +34,9 @@ plan — partitioning, PredSAT, the control tables included — against the
 plain plan over the same rows without heralds (the regular select / the
 same micro-batch join, ``BatchJoin``, evaluating every pair in the window:
 the same probing code as ``MultiModalBatchJoin`` with one group per side),
-in micro-batches of 100 time units for both, alternately, median of
-``--repeats``. Every herald run's output is compared with the plain one's
+in micro-batches of 100 time units for both, alternately — in pairs whose
+order alternates, plain first then heralds first (``alternating``) — median
+of ``--repeats``. Every herald run's output is compared with the plain one's
 (the oracle). Herald creation: the creation operator's time to announce
 every partition, as a fraction of the plain select's and join's time. The
 ``beside the batch`` select cases get the same heralds next to each batch
@@ -53,6 +54,7 @@ import random
 import statistics
 import sys
 import time
+from typing import Any
 from operator import itemgetter
 
 from armd.migrations.heralds import Herald, MultiModalSelect, Partition, Partitioner, Range, conjunction
@@ -161,18 +163,26 @@ def timed(fn, *args):
         gc.enable()
 
 
+def alternating(repeats: int, plain: tuple, herald: tuple) -> tuple[float, Any, float, Any]:
+    """The median times of the plain and the herald run, ``repeats`` each, and their last outputs.
+
+    Each ``(function, *args)`` is timed with ``timed``, in pairs whose order alternates (plain first, then herald
+    first, …): a run that follows another in the same process starts on the heap and the caches that one left, which
+    moved either's time by several per cent here, so both take each place equally often."""
+    times: tuple[list[float], list[float]] = ([], [])
+    outs: list[Any] = [None, None]
+    for i in range(repeats):
+        for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+            fn, *args = (plain, herald)[which]
+            t, outs[which] = timed(fn, *args)
+            times[which].append(t)
+    return statistics.median(times[0]), outs[0], statistics.median(times[1]), outs[1]
+
+
 def select_case(tuples: int, drop: float, repeats: int, seed: int, exact: bool, side: bool = False) -> dict:
     rows, stream = select_workload(tuples, drop, seed, exact)
     run, given = (run_herald_select_beside, beside(stream)) if side else (run_herald_select, stream)
-    plain_times, herald_times = [], []
-    plain_out = herald_out = None
-    select = None
-    for _ in range(repeats):
-        t, plain_out = timed(run_regular_select, rows)
-        plain_times.append(t)
-        t, (herald_out, select) = timed(run, given)
-        herald_times.append(t)
-    plain, herald = statistics.median(plain_times), statistics.median(herald_times)
+    plain, plain_out, herald, (herald_out, select) = alternating(repeats, (run_regular_select, rows), (run, given))
     return {
         "operator": "select",
         "heralds": ("exact" if exact else "recurring") + (", beside the batch" if side else ""),
@@ -274,13 +284,9 @@ def join_case(tuples: int, drop: float, repeats: int, seed: int, window: float, 
     right = [r for r in right_stream if not isinstance(r, Herald)]
     plain_batches = micro_batches([left, right])
     herald_batches = micro_batches([left_stream, right_stream])
-    plain_times, herald_times = [], []
-    for _ in range(repeats):
-        t, plain_out = timed(run_regular_select_join if with_select else run_regular_join, *plain_batches, window)
-        plain_times.append(t)
-        t, (herald_out, join) = timed(run_herald_select_join if with_select else run_herald_join, *herald_batches, window)
-        herald_times.append(t)
-    plain, herald = statistics.median(plain_times), statistics.median(herald_times)
+    plain, plain_out, herald, (herald_out, join) = alternating(
+        repeats, (run_regular_select_join if with_select else run_regular_join, *plain_batches, window),
+        (run_herald_select_join if with_select else run_herald_join, *herald_batches, window))
     return {
         "operator": "select then join" if with_select else "join",
         "heralds": "recurring",
@@ -361,13 +367,7 @@ def chain_case(joins: int, tuples: int, drop: float, repeats: int, seed: int) ->
     streams = [chain_stream(rnd, tuples, drop, i / (joins + 1), i == 0) for i in range(joins + 1)]
     plain_streams = [[r for r in s if not isinstance(r, Herald)] for s in streams]
     plain_batches, herald_batches = micro_batches(plain_streams), micro_batches(streams)
-    plain_times, herald_times = [], []
-    for _ in range(repeats):
-        t, plain_out = timed(run_regular_chain, plain_batches)
-        plain_times.append(t)
-        t, herald_out = timed(run_herald_chain, herald_batches)
-        herald_times.append(t)
-    plain, herald = statistics.median(plain_times), statistics.median(herald_times)
+    plain, plain_out, herald, herald_out = alternating(repeats, (run_regular_chain, plain_batches), (run_herald_chain, herald_batches))
     return {
         "operator": f"chain of {joins} join" + ("s" if joins > 1 else ""),
         "heralds": "recurring",
@@ -419,13 +419,8 @@ def queries_case(queries: int, tuples: int, drop: float, repeats: int, seed: int
     plain_streams = [[r for r in s if not isinstance(r, Herald)] for s in streams]
     plain_batches, herald_batches = micro_batches(plain_streams), micro_batches(streams)
     predicates = query_predicates(queries)
-    plain_times, herald_times = [], []
-    for _ in range(repeats):
-        t, plain_out = timed(run_regular_queries, plain_batches, predicates)
-        plain_times.append(t)
-        t, herald_out = timed(run_herald_queries, herald_batches, predicates)
-        herald_times.append(t)
-    plain, herald = statistics.median(plain_times), statistics.median(herald_times)
+    plain, plain_out, herald, herald_out = alternating(repeats, (run_regular_queries, plain_batches, predicates),
+                                                       (run_herald_queries, herald_batches, predicates))
     return {
         "operator": f"{queries} quer" + ("ies" if queries > 1 else "y"),
         "heralds": "recurring",
@@ -449,11 +444,7 @@ def creation_cost(tuples: int, repeats: int, seed: int) -> dict:
         if isinstance(item, Herald):
             clusters.append(rows[i : i + int(item.lifespan.value)])
             i += int(item.lifespan.value)
-    create, plain = [], []
-    for _ in range(repeats):
-        create.append(timed(punctuate, clusters, ["a"], POSITION)[0])
-        plain.append(timed(run_regular_select, rows)[0])
-    c, p = statistics.median(create), statistics.median(plain)
+    p, _, c, _ = alternating(repeats, (run_regular_select, rows), (punctuate, clusters, ["a"], POSITION))
     return {
         "tuples": len(rows),
         "heralds": len(clusters),
