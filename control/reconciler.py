@@ -41,6 +41,11 @@ from .errors import NotReady, PermanentError, TemporaryError
 from .ports import ActualState, DesiredSettings, JoinOrders, LiveApplier, QuerySettings, SupersedingApplier
 
 
+SUPERSEDING_CUT = 0.75
+"""A change supersedes a running migration only if it cuts one of the target's windows to this fraction or less:
+each supersession restarts the new run, which a sliver (4.2 → 4.0 s) does not pay back."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """``[apply]`` of the configuration."""
@@ -142,15 +147,18 @@ class Reconciler:
             self._apply(wanted, at)
 
     def _supersede(self, query: str, wanted: DesiredSettings) -> bool:
-        """Roll back the query's running migration for ``wanted`` if that only cuts the migration's target windows: a
-        cut decided while a migration runs (a burst's second, deeper one) then starts at once, from the old run,
-        instead of holding the old plan's state until the running migration is done. Anything else waits. Only
-        where the applier can drop a migration without losing a result, and the state before it began is known
-        (not one resumed after a restart)."""
+        """Roll back the query's running migration for ``wanted`` if that only cuts the migration's target windows,
+        one by ``SUPERSEDING_CUT`` at least: a cut decided while a migration runs (a burst's second, deeper one) then
+        starts at once, from the old run, instead of holding the old plan's state until the running migration is
+        done. Anything else waits. Only where the applier can drop a migration without losing a result, and the
+        state before it began is known (not one resumed after a restart)."""
         applier, opened = self.ports.applier, self.coordinator.open.get(query)
         target = self.coordinator.actual.get(query)
         if (not isinstance(applier, SupersedingApplier) or opened is None or opened.before is None or target is None
                 or wanted.join_order is not None or not shrinks(target.settings, wanted.settings)):
+            return False
+        old = dict(target.settings.windows)  # type: ignore[union-attr]
+        if not any(w <= SUPERSEDING_CUT * old[n] for n, w in wanted.settings.windows.items()):
             return False
         try:
             superseded = applier.supersede(query)

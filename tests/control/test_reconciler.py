@@ -128,13 +128,13 @@ def test_a_deeper_cut_supersedes_the_running_migration_and_starts_at_once():
 
 
 def test_a_change_that_is_not_only_a_deeper_cut_waits_for_the_running_migration():
-    for applier, next_window in ((SupersedingFake(), 15.0), (SupersedingFake(refuse=True), 5.0)):
+    for applier, next_window in ((SupersedingFake(), 15.0), (SupersedingFake(), 9.0), (SupersedingFake(refuse=True), 5.0)):
         reconciler, store, applier, emitted, _ = apply_rig(applier)
         store.actual["q1"] = ActualState("q1", 1, settings(20.0), "steady")
         reconciler.coordinator.load()
         want(store, "q1", 2, 10.0)
         reconciler.tick()
-        want(store, "q1", 3, next_window)  # grows the target (15 > 10), or the applier cannot drop the migration
+        want(store, "q1", 3, next_window)  # grows the target (15 > 10), a sliver (9), or the applier cannot drop it
         reconciler.tick()
         assert applier.superseded == [] and [s.windows["w"] for _, s in applier.applied] == [10.0]
         assert store.actual["q1"].plan_version == 2 and "migration_rolled_back" not in emitted.kinds("q1")
