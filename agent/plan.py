@@ -28,9 +28,15 @@ class PlanInfo:
     """``derived``, ``file:PATH`` or ``none``."""
     nodes: dict[str, str] = field(default_factory=dict)
     """Builder window name, and every other label of a derived plan (``agg1``, ``f1``…) → plan node id."""
+    delay_seconds: float | None = None
+    """The smallest watermark delay of the query's streams, read off its plan (None: not derived). GenMig bounds a
+    run's next watermark with it when it decides whether a migration may be superseded (docs/genmig.md); the
+    smallest, because the bound must hold whichever stream's watermark is in force."""
 
     def apply(self, params: QueryParams) -> QueryParams:
-        """``params`` with its windows keyed by this plan's node ids."""
+        """``params`` with its windows keyed by this plan's node ids, and the watermark delay unless given."""
+        if self.delay_seconds is not None and "delay_seconds" not in params.extra:
+            params = replace(params, extra={**params.extra, "delay_seconds": self.delay_seconds})
         if not self.nodes:
             return params
         old = dict(params.extra.get("nodes") or {})
@@ -48,7 +54,8 @@ def describe(spark: Any, builder: Callable[[Any, QueryParams], Any], declared: A
                                     streams=declared.streams)
         # Every label of the instrumented query: the measurements (groups, bytes per row) arrive under them.
         nodes = {**derivation.nodes, **{n: derivation.nodes.get(n, f"{declared.name}.{n}") for n in declared.windows}}
-        return PlanInfo(derivation.document, "derived", nodes)
+        delays = derivation.watermark_delays.values()
+        return PlanInfo(derivation.document, "derived", nodes, min(delays) if delays else None)
     except Exception as exc:  # noqa: BLE001 - any failure to derive falls back to the plan file
         why = f"{type(exc).__name__}: {exc}".splitlines()[0]
     if plan_file is not None:
