@@ -93,12 +93,19 @@ def test_held_back_changes_are_staged_again_so_that_together_they_fit():
     assert staged and staged[0]["now"] == ["q1"] and staged[0]["later"] == ["q2", "q3"]
 
 
-def test_a_query_still_migrating_takes_its_next_version_after():
-    reconciler, store, applier, _, _ = apply_rig(LiveFake())
-    store.actual["q1"] = ActualState("q1", 1, settings(10.0), "steady")
+def migrating(applier, running: float, target: float):
+    """The apply rig with q1 running a ``running`` window, desired version 2 (``target``) applied and still migrating."""
+    rig = apply_rig(applier)
+    reconciler, store = rig[0], rig[1]
+    store.actual["q1"] = ActualState("q1", 1, settings(running), "steady")
     reconciler.coordinator.load()
-    want(store, "q1", 2, 20.0)
+    want(store, "q1", 2, target)
     reconciler.tick()
+    return rig
+
+
+def test_a_query_still_migrating_takes_its_next_version_after():
+    reconciler, store, applier, _, _ = migrating(LiveFake(), 10.0, 20.0)
     want(store, "q1", 3, 30.0)
     reconciler.tick()
     assert [s.windows["w"] for _, s in applier.applied] == [20.0]
@@ -109,11 +116,7 @@ def test_a_query_still_migrating_takes_its_next_version_after():
 
 
 def test_a_deeper_cut_supersedes_the_running_migration_and_starts_at_once():
-    reconciler, store, applier, emitted, _ = apply_rig(SupersedingFake())
-    store.actual["q1"] = ActualState("q1", 1, settings(20.0), "steady")
-    reconciler.coordinator.load()
-    want(store, "q1", 2, 10.0)
-    reconciler.tick()
+    reconciler, store, applier, emitted, _ = migrating(SupersedingFake(), 20.0, 10.0)
     want(store, "q1", 3, 5.0)  # decided while the cut to 10 still migrates
     reconciler.tick()
     assert applier.superseded == ["q1"] and [s.windows["w"] for _, s in applier.applied] == [10.0, 5.0]
@@ -129,11 +132,7 @@ def test_a_deeper_cut_supersedes_the_running_migration_and_starts_at_once():
 
 def test_a_change_that_is_not_only_a_deeper_cut_waits_for_the_running_migration():
     for applier, next_window in ((SupersedingFake(), 15.0), (SupersedingFake(), 9.0), (SupersedingFake(refuse=True), 5.0)):
-        reconciler, store, applier, emitted, _ = apply_rig(applier)
-        store.actual["q1"] = ActualState("q1", 1, settings(20.0), "steady")
-        reconciler.coordinator.load()
-        want(store, "q1", 2, 10.0)
-        reconciler.tick()
+        reconciler, store, applier, emitted, _ = migrating(applier, 20.0, 10.0)
         want(store, "q1", 3, next_window)  # grows the target (15 > 10), a sliver (9), or the applier cannot drop it
         reconciler.tick()
         assert applier.superseded == [] and [s.windows["w"] for _, s in applier.applied] == [10.0]
