@@ -65,7 +65,9 @@ is passed to ``on_transition`` (the daemon persists it, with both runs'
 checkpoints and parameters), and ``resume`` continues a stored migration
 after the daemon was killed: both runs start again from their checkpoints
 with their filters, and the steps go on from the stored state. ``close``
-stops a migration's runs but keeps their checkpoints for that. A migration
+stops a migration's runs but keeps their checkpoints for that. ``supersede``
+rolls a running migration back, while no result from T_split on is out,
+so that a deeper cut decided meanwhile starts at once. A migration
 still running or draining after ``timeout_seconds`` fails (``_give_up``)
 rather than staying open for good.
 """
@@ -428,8 +430,9 @@ class GenMigApplier:
         The new run is stopped between batches, and checked again stopped (its last batch, and one the stop may have
         interrupted, stay before T_split). The old run, checked afresh (its batches went on meanwhile), then gets its
         filter from before the migration back — set only if no batch after the checked one has reached its sink, like
-        T_split itself — and answers alone again, until the next change's migration starts from it. Where either check fails, the new run starts again from its
-        checkpoint and the migration goes on as if nothing had happened.
+        T_split itself — and answers alone again, until the next change's migration starts from it. Where either
+        check fails, the new run starts again from its checkpoint and the migration goes on as if nothing had
+        happened.
         """
         with self._lock:
             migration = self.migrations.get(query)
