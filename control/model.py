@@ -193,6 +193,16 @@ def shrinks(a: QuerySettings | None, b: QuerySettings) -> bool:
     return all(n in old and w <= old[n] for n, w in b.windows.items()) and any(w < old[n] for n, w in b.windows.items())
 
 
+def holds_no_more(a: QuerySettings | None, b: QuerySettings) -> bool:
+    """Whether ``b`` holds no more state than ``a`` by construction: no window larger, a granularity no finer (a
+    larger slide keeps fewer windows live), a drop rate no lower, and the same windows."""
+    if a is None or set(a.windows) != set(b.windows) or b.drop_rate < a.drop_rate:
+        return False
+    if a.granularity is not None and (b.granularity is None or b.granularity < a.granularity):
+        return False
+    return all(w <= a.windows[n] for n, w in b.windows.items())
+
+
 def fractions_of(problem: Problem, running: Mapping[str, QuerySettings]) -> tuple[np.ndarray, np.ndarray]:
     """The fractions in force per query of ``problem`` (0 for a query not started yet)."""
     fw = np.array([running[q].fw if q in running else 0.0 for q in problem.queries])

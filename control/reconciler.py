@@ -8,10 +8,11 @@ recommendation, applies it through the applier (settings) and the
 join-order publisher (a JISC join's order), then writes the ``ActualState``
 back. So the reconciler can later run inside a user's Spark application,
 against the same store, with nothing else shared. A query still migrating
-takes its next version once that migration is done, unless the version only
-cuts the windows the migration moves to and the applier can roll the
-migration back without losing a result (``SupersedingApplier``): a burst's
-deeper cut then starts at once.
+takes its next version once that migration is done, unless the version
+holds less state than the one the migration moves to by construction (a
+window cut deeply, nothing larger) and the applier can roll the migration
+back without losing a result (``SupersedingApplier``): a burst's deeper cut
+then starts at once.
 
 Errors say whether a retry helps (``control.errors``): ``NotReady`` is
 retried quietly at the next tick; a ``TemporaryError`` or anything
@@ -36,7 +37,7 @@ from typing import Any, Callable, Mapping
 from armd.migrations.join import order_text
 
 from .coordinator import ApplyPorts, Coordinator, OpenMigration
-from .model import same_settings, shrinks
+from .model import holds_no_more, same_settings
 from .errors import NotReady, PermanentError, TemporaryError
 from .ports import ActualState, DesiredSettings, JoinOrders, LiveApplier, QuerySettings, SupersedingApplier
 
@@ -147,15 +148,16 @@ class Reconciler:
             self._apply(wanted, at)
 
     def _supersede(self, query: str, wanted: DesiredSettings) -> bool:
-        """Roll back the query's running migration for ``wanted`` if that only cuts the migration's target windows,
-        one by ``SUPERSEDING_CUT`` at least: a cut decided while a migration runs (a burst's second, deeper one) then
-        starts at once, from the old run, instead of holding the old plan's state until the running migration is
-        done. Anything else waits. Only where the applier can drop a migration without losing a result, and the
+        """Roll back the query's running migration for ``wanted`` if that holds no more state than the migration's
+        target by construction (``holds_no_more``: no window larger, no finer granularity, no lower drop rate) and
+        cuts one of its windows by ``SUPERSEDING_CUT`` at least: a cut decided while a migration runs (a burst's
+        second, deeper one, often with a coarser slide) then starts at once, from the old run, instead of holding
+        the old plan's state until the running migration is done. Anything else waits. Only where the applier can drop a migration without losing a result, and the
         state before it began is known (not one resumed after a restart)."""
         applier, opened = self.ports.applier, self.coordinator.open.get(query)
         target = self.coordinator.actual.get(query)
         if (not isinstance(applier, SupersedingApplier) or opened is None or opened.before is None or target is None
-                or wanted.join_order is not None or not shrinks(target.settings, wanted.settings)):
+                or wanted.join_order is not None or not holds_no_more(target.settings, wanted.settings)):
             return False
         old = dict(target.settings.windows)  # type: ignore[union-attr]
         if not any(w <= SUPERSEDING_CUT * old[n] for n, w in wanted.settings.windows.items()):

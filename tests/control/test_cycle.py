@@ -313,6 +313,19 @@ def test_shrinks_is_a_cut_of_windows_only():
     assert not shrinks(old, replace(old, windows={"w": 20.0, "v": 10.0}, drop_rate=0.1))
 
 
+def test_holds_no_more_allows_a_coarser_slide_and_more_shedding_but_nothing_larger():
+    from armd.control.model import holds_no_more
+    from armd.control.ports import QuerySettings
+
+    old = QuerySettings(1.0, 1.0, {"w": 30.0, "v": 10.0}, 1000.0, 1.0)
+    assert holds_no_more(old, old) and not holds_no_more(None, old)
+    assert holds_no_more(old, replace(old, windows={"w": 20.0, "v": 10.0}, granularity=2000.0, drop_rate=0.1))
+    assert not holds_no_more(old, replace(old, windows={"w": 20.0, "v": 11.0}))
+    assert not holds_no_more(old, replace(old, granularity=500.0)) and not holds_no_more(old, replace(old, granularity=None))
+    assert not holds_no_more(replace(old, drop_rate=0.2), old)
+    assert not holds_no_more(old, replace(old, windows={"w": 20.0}))
+
+
 # --- the cut reserve after a step down ------------------------------------------------------------
 
 TWO_SUMS = {"streams": {"a": {"d": 20, "size": 64}, "b": {"d": 20, "size": 64}}, "queries": {

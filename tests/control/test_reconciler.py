@@ -18,12 +18,12 @@ from armd.control.ports import ActualState, DesiredSettings, QuerySettings
 from armd.control.reconciler import RetryPolicy
 
 
-def settings(window: float, qos: float = 0.5) -> QuerySettings:
-    return QuerySettings(0.5, 1.0, {"w": window}, None, qos)
+def settings(window: float, qos: float = 0.5, granularity: float | None = None) -> QuerySettings:
+    return QuerySettings(0.5, 1.0, {"w": window}, granularity, qos)
 
 
-def want(store, query, version, window, **fields):
-    store.write_desired([DesiredSettings(query, version, settings(window), **fields)])
+def want(store, query, version, window, granularity=None, **fields):
+    store.write_desired([DesiredSettings(query, version, settings(window, granularity=granularity), **fields)])
 
 
 def test_a_newer_desired_version_is_applied_once_and_reported():
@@ -93,13 +93,13 @@ def test_held_back_changes_are_staged_again_so_that_together_they_fit():
     assert staged and staged[0]["now"] == ["q1"] and staged[0]["later"] == ["q2", "q3"]
 
 
-def migrating(applier, running: float, target: float):
+def migrating(applier, running: float, target: float, granularity: float | None = None):
     """The apply rig with q1 running a ``running`` window, desired version 2 (``target``) applied and still migrating."""
     rig = apply_rig(applier)
     reconciler, store = rig[0], rig[1]
-    store.actual["q1"] = ActualState("q1", 1, settings(running), "steady")
+    store.actual["q1"] = ActualState("q1", 1, settings(running, granularity=granularity), "steady")
     reconciler.coordinator.load()
-    want(store, "q1", 2, target)
+    want(store, "q1", 2, target, granularity=granularity)
     reconciler.tick()
     return rig
 
@@ -128,6 +128,14 @@ def test_a_deeper_cut_supersedes_the_running_migration_and_starts_at_once():
     reconciler.coordinator.advance()
     reconciler.coordinator.advance()
     assert store.actual["q1"].phase == "steady" and store.actual["q1"].plan_version == 3
+
+
+def test_a_deeper_cut_with_a_coarser_slide_supersedes_too_and_a_finer_one_waits():
+    for granularity, supersedes in ((2.0, True), (0.5, False)):
+        reconciler, store, applier, _, _ = migrating(SupersedingFake(), 20.0, 10.0, granularity=1.0)
+        want(store, "q1", 3, 5.0, granularity=granularity)
+        reconciler.tick()
+        assert applier.superseded == (["q1"] if supersedes else []), granularity
 
 
 def test_a_change_that_is_not_only_a_deeper_cut_waits_for_the_running_migration():

@@ -178,6 +178,20 @@ def test_a_new_plan_that_does_not_start_loses_no_result(window_change, spark, pr
     assert got.keys() == window_change["b"].keys()
 
 
+def running_past_migrate_at(spark, listener, tmp_path_factory, name: str, chosen: migration.Scenario,  # noqa: F811
+                            sink: MemorySink) -> tuple[QueryManager, GenMigApplier, list, float]:
+    """The scenario's old plan running as ``name``, its watermark past MIGRATE_AT: the manager, a GenMig applier whose
+    transitions land in the list returned, and the stream's origin."""
+    manager, start = QueryManager(spark, tmp_path_factory.mktemp("checkpoints")), migration.origin()
+    manager.register(ManagedSpec(name, chosen.builder, sink, chosen.params(chosen.old, start), trigger=chosen.trigger))
+    transitions: list = []
+    applier = GenMigApplier(manager, listener, migration.TIME_UNIT, on_transition=transitions.append)
+    manager.start(name)
+    assert listener.wait_for(lambda: (r := listener.latest(name)) is not None and r.watermark is not None
+                             and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 120)
+    return manager, applier, transitions, start
+
+
 def migrate_when_ready(applier: GenMigApplier, query: str, params) -> None:
     for _ in range(20):  # NotReady: no batch to place T_split from yet, or a batch outran the placing
         try:
@@ -196,14 +210,10 @@ def test_a_superseded_migration_is_rolled_back_and_the_next_one_starts_from_the_
     before the second T_split and the newest plan's from it on, exactly; the dropped plan wrote nothing."""
     window = scenario("count per key: window")  # 6 s → 10 s; here 6 s → 8 s, superseded by → 10 s
     chosen = replace(window, speed=2.0)  # 20 s of wall time in all: the second T_split lies well before the end
-    manager, sink, start = QueryManager(spark, tmp_path_factory.mktemp("checkpoints")), MemorySink(), migration.origin()
-    manager.register(ManagedSpec("superseded", chosen.builder, sink, chosen.params(chosen.old, start), trigger=chosen.trigger))
-    transitions: list = []
-    applier = GenMigApplier(manager, progress_listener, migration.TIME_UNIT, on_transition=transitions.append)
-    manager.start("superseded")
+    sink = MemorySink()
+    manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
+                                                                   "superseded", chosen, sink)
     try:
-        assert progress_listener.wait_for(lambda: (r := progress_listener.latest("superseded")) is not None
-                                          and r.watermark is not None and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 120)
         migrate_when_ready(applier, "superseded", chosen.params(migration.Variant(8.0, 2.0), start))
         assert applier.supersede("superseded"), transitions
         assert [m.state for m in transitions] == ["running", "rolled_back"] and not applier.migrations
@@ -234,14 +244,9 @@ def test_a_migration_whose_old_run_passed_t_split_is_not_superseded(spark, progr
     """Once the old run's watermark has passed T_split it has dropped results the new run owns: rolling back would
     lose them, so the migration goes on and the newer change waits."""
     chosen = scenario("count per key: window")
-    manager, start = QueryManager(spark, tmp_path_factory.mktemp("checkpoints")), migration.origin()
-    manager.register(ManagedSpec("kept", chosen.builder, MemorySink(), chosen.params(chosen.old, start), trigger=chosen.trigger))
-    transitions: list = []
-    applier = GenMigApplier(manager, progress_listener, migration.TIME_UNIT, on_transition=transitions.append)
-    manager.start("kept")
+    manager, applier, transitions, _ = running_past_migrate_at(spark, progress_listener, tmp_path_factory, "kept", chosen,
+                                                               MemorySink())
     try:
-        assert progress_listener.wait_for(lambda: (r := progress_listener.latest("kept")) is not None
-                                          and r.watermark is not None and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 120)
         migrate_when_ready(applier, "kept", chosen.params(chosen.new, start))
         t_split, old_run = transitions[0].t_split, transitions[0].facts["old_run"]
         assert progress_listener.wait_for(lambda: (r := progress_listener.latest_of_run(old_run)) is not None
