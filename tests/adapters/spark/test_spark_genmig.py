@@ -244,8 +244,8 @@ def test_a_migration_whose_old_run_passed_t_split_is_not_superseded(spark, progr
     """Once the old run's watermark has passed T_split it has dropped results the new run owns: rolling back would
     lose them, so the migration goes on and the newer change waits."""
     chosen = scenario("count per key: window")
-    manager, applier, transitions, _ = running_past_migrate_at(spark, progress_listener, tmp_path_factory, "kept", chosen,
-                                                               MemorySink())
+    manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory, "kept",
+                                                                   chosen, MemorySink())
     try:
         migrate_when_ready(applier, "kept", chosen.params(chosen.new, start))
         t_split, old_run = transitions[0].t_split, transitions[0].facts["old_run"]
