@@ -152,8 +152,9 @@ class Reconciler:
         target by construction (``holds_no_more``: no window larger, no finer granularity, no lower drop rate) and
         cuts one of its windows by ``SUPERSEDING_CUT`` at least: a cut decided while a migration runs (a burst's
         second, deeper one, often with a coarser slide) then starts at once, from the old run, instead of holding
-        the old plan's state until the running migration is done. Anything else waits. Only where the applier can drop a migration without losing a result, and the
-        state before it began is known (not one resumed after a restart)."""
+        the old plan's state until the running migration is done. Anything else waits. Only where the applier can
+        drop a migration without losing a result, and the state before it began is known (not one resumed after a
+        restart)."""
         applier, opened = self.ports.applier, self.coordinator.open.get(query)
         target = self.coordinator.actual.get(query)
         if (not isinstance(applier, SupersedingApplier) or opened is None or opened.before is None or target is None
