@@ -187,10 +187,8 @@ def same_settings(a: QuerySettings | None, b: QuerySettings) -> bool:
 
 def shrinks(a: QuerySettings | None, b: QuerySettings) -> bool:
     """Whether ``b`` only cuts ``a``'s windows (no window grows, one gets smaller; granularity and drop rate the same)."""
-    if a is None or a.granularity != b.granularity or a.drop_rate != b.drop_rate:
-        return False
-    old = dict(a.windows)
-    return all(n in old and w <= old[n] for n, w in b.windows.items()) and any(w < old[n] for n, w in b.windows.items())
+    return (holds_no_more(a, b) and a.granularity == b.granularity and a.drop_rate == b.drop_rate  # type: ignore[union-attr]
+            and any(w < a.windows[n] for n, w in b.windows.items()))  # type: ignore[union-attr]
 
 
 def holds_no_more(a: QuerySettings | None, b: QuerySettings) -> bool:

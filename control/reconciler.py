@@ -133,9 +133,6 @@ class Reconciler:
                 if not self._supersede(query, wanted):
                     continue
                 busy.discard(query)
-                actual = self.coordinator.actual.get(query)
-                if not self._due(wanted, actual, at):
-                    continue
             if wanted.may_start or (query, wanted.plan_version) in self.released:
                 due.append(wanted)
             else:

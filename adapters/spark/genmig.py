@@ -460,19 +460,24 @@ class GenMigApplier:
                 self.log.info("genmig_supersede_refused", query=query, t_split=t_split, reason=refused)
                 return False
             shutil.rmtree(new_run.checkpoint, ignore_errors=True)
-            self.manager.take_back(query, old)
             self._versions_used[query] = max(self._versions_used.get(query, 0), new_run.params.version)
-            del self._old[query]
-            self._since.pop(query, None)
-            self._stopped_at.pop(query, None)
-            if since is None:
-                self._answers_from.pop(query, None)
-            else:
-                self._answers_from[query] = float(since)
+            self._answer_alone(query, old, since)
             at = max(old_latest.watermark.timestamp() if old_latest.watermark is not None else 0.0, migration.started or 0.0)
             self._record(migration.to(ROLLED_BACK, at, "superseded by a newer change before the new plan wrote a "
                                       "result: the new run was stopped, the old plan answers alone again"))
             return True
+
+    def _answer_alone(self, query: str, old: Run, since: float | None) -> None:
+        """A migration of ``query`` was dropped while running: its old run is the query's one run again, answering
+        from ``since`` (the T_split of a migration before it, if any) on; its filter is the caller's to set."""
+        self._old.pop(query, None)
+        self._since.pop(query, None)
+        self._stopped_at.pop(query, None)
+        if since is None:
+            self._answers_from.pop(query, None)
+        else:
+            self._answers_from[query] = float(since)
+        self.manager.take_back(query, old)
 
     def _restore_old_filter(self, old: Run, reference: str, since: float | None, t_split: float, delay: float) -> str | None:
         """Give the old run its filter from before the migration back, if it has dropped nothing from T_split on;
@@ -611,11 +616,7 @@ class GenMigApplier:
             self.manager.stop(query)
             since = migration.facts.get("old_answers_from")
             old.writer.keep = reference_filter(str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT)), since, "new")
-            if since is None:
-                self._answers_from.pop(query, None)
-            else:
-                self._answers_from[query] = since
-            self.manager.take_back(query, old)
+            self._answer_alone(query, old, since)
             note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in event "
                     "time); it was stopped and the old plan answers alone again")
         else:
