@@ -1,5 +1,7 @@
 # Two entry points, both self-installing: `make run` and `make test`.
 PYTHON ?= python3
+SHELL := bash
+.SHELLFLAGS := -o pipefail -c
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -22,10 +24,13 @@ run: $(STAMP)
 # starts a throwaway server on 127.0.0.1 (unless ARMD_TEST_POSTGRES_URL names
 # one already). Without a server those tests skip, or fail under
 # ARMD_REQUIRE_POSTGRES=1 (as in CI). The 30 slowest tests are listed at the end,
-# so the suite's time budget (about 20 minutes here) can be watched.
+# so the suite's time budget (about 20 minutes here) can be watched. At exit the
+# datasketches bindings (nanobind) print a few hundred "leaked function" lines
+# that bury pytest's summary at the end of a CI log: they are filtered out.
 test: $(STAMP)
 	$(BIN)/lint-imports
-	ARMD_TEST_POSTGRES_URL="$${ARMD_TEST_POSTGRES_URL:-$$(bash scripts/postgres-up)}" $(BIN)/python -m pytest --durations=30
+	ARMD_TEST_POSTGRES_URL="$${ARMD_TEST_POSTGRES_URL:-$$(bash scripts/postgres-up)}" $(BIN)/python -m pytest --durations=30 2>&1 \
+		| grep -v -e '^nanobind: ' -e '^ - leaked '
 
 bench: $(STAMP)
 	$(BIN)/python bench/estimate.py --json
