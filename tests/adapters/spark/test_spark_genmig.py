@@ -209,7 +209,10 @@ def test_a_superseded_migration_is_rolled_back_and_the_next_one_starts_from_the_
     old run answering alone again — and the newer change migrates from the old run. The output is the old plan's
     before the second T_split and the newest plan's from it on, exactly; the dropped plan wrote nothing."""
     window = scenario("count per key: window")  # 6 s → 10 s; here 6 s → 8 s, superseded by → 10 s
-    chosen = replace(window, speed=2.0)  # 20 s of wall time in all: the second T_split lies well before the end
+    # 40 s of wall time in all, a 2 s batch of event time per wall second: the rollback stays open for the old window
+    # and the delay past the position (about 8 batches), time to start the new run and stop it again on a slow machine.
+    # (At two batches per second that was about 4 s: enough here, little on a slower machine.)
+    chosen = replace(window, speed=1.0)
     sink = MemorySink()
     manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
                                                                    "superseded", chosen, sink)
