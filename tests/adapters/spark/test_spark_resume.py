@@ -145,8 +145,17 @@ def killed_and_resumed(tmp_path_factory):
     first_log, second_log = tmp / "first.log", tmp / "second.log"
     first = start(config, first_log)
     try:
-        migration_id, live = wait_for("a running GenMig migration", lambda: open_live_migration(tmp), 150, first, first_log)
-        time.sleep(3)  # both runs write now
+        # Killed while a migration has been open for 3 s (both runs write then), checked right before the kill: a
+        # deeper cut may supersede a migration (docs/genmig.md), which then ends rolled back before the next begins.
+        opened: dict[int, float] = {}
+
+        def open_for_3_seconds():
+            found = open_live_migration(tmp)
+            if found is None:
+                return None
+            return found if time.monotonic() - opened.setdefault(found[0], time.monotonic()) >= 3 else None
+
+        wait_for("a GenMig migration open for 3 s", open_for_3_seconds, 150, first, first_log)
         spark_processes = descendants(first.pid)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
@@ -154,8 +163,7 @@ def killed_and_resumed(tmp_path_factory):
         if first.poll() is None:
             first.kill()
     wait_for("the killed daemon's Spark to exit", lambda: not any(Path(f"/proc/{p}").exists() for p in spark_processes), 60)
-    # A deeper cut decided meanwhile may have superseded the migration first seen (docs/genmig.md): the one the
-    # restart must resume is the one open when the daemon was killed.
+    # The one the restart must resume is the one open when the daemon was killed.
     open_at_kill = open_live_migration(tmp)
     if open_at_kill is None:
         pytest.fail(f"no migration was running when the daemon was killed: {rows(tmp, 'SELECT id, state FROM migrations')}")
