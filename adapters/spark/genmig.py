@@ -196,6 +196,9 @@ class GenMigApplier:
         """Query → when (epoch seconds) its old run was stopped, done while the new run was still behind."""
         self._answers_from: dict[str, float] = {}
         """Query → the T_split its current run answers from (it was the new run of that migration)."""
+        self._restarts: dict[str, tuple[QueryParams, Keep | None, Path]] = {}
+        """Query → how to start its migration's new run again from its checkpoint (params, filter, checkpoint), when a
+        supersession refused after stopping it and the restart failed: each step tries again, until the timeout."""
         self._versions_used: dict[str, int] = {}
         """Query → the newest plan version a run was started with, kept when that run was dropped (``supersede``): a
         later run never reuses its version, under which the sink may hold its (empty) batches."""
@@ -432,7 +435,7 @@ class GenMigApplier:
         filter from before the migration back — set only if no batch after the checked one has reached its sink, like
         T_split itself — and answers alone again, until the next change's migration starts from it. Where either
         check fails, the new run starts again from its checkpoint and the migration goes on as if nothing had
-        happened.
+        happened (a start that fails is tried again at every step, until the migration's timeout).
         """
         with self._lock:
             migration = self.migrations.get(query)
@@ -455,9 +458,9 @@ class GenMigApplier:
             else:
                 refused = "the new run reached T_split while it was being stopped"
             if refused is not None:
-                self.manager.start(query, new_run.params, keep=reference_filter(reference, t_split, "new"),
-                                   checkpoint=new_run.checkpoint)
                 self.log.info("genmig_supersede_refused", query=query, t_split=t_split, reason=refused)
+                self._restarts[query] = (new_run.params, reference_filter(reference, t_split, "new"), new_run.checkpoint)
+                self._restart_new_run(query)
                 return False
             shutil.rmtree(new_run.checkpoint, ignore_errors=True)
             self._versions_used[query] = max(self._versions_used.get(query, 0), new_run.params.version)
@@ -466,6 +469,23 @@ class GenMigApplier:
             self._record(migration.to(ROLLED_BACK, at, "superseded by a newer change before the new plan wrote a "
                                       "result: the new run was stopped, the old plan answers alone again"))
             return True
+
+    def _restart_new_run(self, query: str) -> bool:
+        """Start the new run stopped by a refused supersession again from its checkpoint; whether it runs.
+
+        The old run may already have dropped results from T_split on, so the new run must go on: a failed start
+        (a cluster out of executors, say) is logged and tried again at the next step, and the checkpoint keeps
+        everything it had read and written until then."""
+        params, keep, checkpoint = self._restarts[query]
+        try:
+            self.manager.start(query, params, keep=keep, checkpoint=checkpoint)
+        except Exception as exc:  # noqa: BLE001 - tried again next step; the migration's timeout bounds the attempts
+            self.log.error("genmig_new_run_restart_failed", query=query, error=f"{type(exc).__name__}: {exc}",
+                           message=f"the new run of {query!r} did not start again from its checkpoint {checkpoint}; "
+                                   "armd tries again at the next step")
+            return False
+        del self._restarts[query]
+        return True
 
     def _answer_alone(self, query: str, old: Run, since: float | None) -> None:
         """A migration of ``query`` was dropped while running: its old run is the query's one run again, answering
@@ -542,6 +562,7 @@ class GenMigApplier:
                 self.manager.end_run(self._old.pop(query), keep_checkpoint=True)
                 self.manager.stop(query, keep_checkpoint=True)
             self.migrations.clear()
+            self._restarts.clear()
             self._answers_from.clear()
             self._stopped_at.clear()
 
@@ -565,6 +586,8 @@ class GenMigApplier:
         old, managed = self._old[query], self.manager.get(query)
         if self.clock() - self._since.get(query, self.clock()) > self.timeout_seconds:
             self._give_up(query, migration)
+            return
+        if query in self._restarts and not self._restart_new_run(query):
             return
         old_done, watermark, note = self._old_done(query, managed.spec.streams, migration, old)
         old_done = old_done or (migration.state == DRAINING and not old.query.isActive)
@@ -611,6 +634,9 @@ class GenMigApplier:
         """
         old = self._old.pop(query)
         self._since.pop(query, None)
+        unstarted = self._restarts.pop(query, None)
+        if unstarted is not None:
+            shutil.rmtree(unstarted[2], ignore_errors=True)
         limit = f"within {self.timeout_seconds:g} s"
         if migration.state == RUNNING:
             self.manager.stop(query)

@@ -317,3 +317,44 @@ def test_spark_proves_an_empty_old_side_false_so_a_split_never_lies_at_the_lower
 
     assert optimised(10.0).startswith("LocalRelation <empty>")
     assert "Filter" in optimised(10.0 + migration.TIME_UNIT)
+
+
+def test_a_new_run_that_does_not_restart_after_a_refused_supersession_is_started_again(window_change, spark,  # noqa: F811
+                                                                                     progress_listener, tmp_path_factory,
+                                                                                     monkeypatch):
+    """A supersession refused after the new run was stopped starts that run again from its checkpoint; when that start
+    fails, the migration does not lose the run's results from T_split on: the next step starts it again, and the output
+    is still the old plan's before T_split and the new plan's from it on. (The refusal is forced, as when the old run's
+    batches outrun armd; the first restart fails as a cluster short of executors would make it.)"""
+    chosen = scenario("count per key: window")
+    sink = MemorySink()
+    manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
+                                                                   "restarted", chosen, sink)
+    monkeypatch.setattr(applier, "_emits_nothing_from", lambda *args: True)
+    monkeypatch.setattr(applier, "_restore_old_filter", lambda *args: "forced: the old run's batches outran armd")
+    real_start, failures = manager.start, []
+
+    def start_failing_once(name, params=None, keep=None, checkpoint=None):
+        if checkpoint is not None and not failures:
+            failures.append(checkpoint)
+            raise RuntimeError("no executor could take the run")
+        return real_start(name, params, keep=keep, checkpoint=checkpoint)
+
+    try:
+        migrate_when_ready(applier, "restarted", chosen.params(chosen.new, start))
+        monkeypatch.setattr(manager, "start", start_failing_once)
+        assert not applier.supersede("restarted")
+        assert failures and not manager.get("restarted").running  # the restart failed: no new run for now
+        monkeypatch.undo()
+        deadline = time.monotonic() + 120
+        while applier.advance() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [m.state for m in transitions] == ["running", "draining", "done"], transitions
+        migration._read_to_end(progress_listener, manager, "restarted", start)
+    finally:
+        applier.close()
+        manager.stop_all()
+    got = migration.results(sink.rows("restarted"), start)
+    want = migration.expected(window_change["a"], window_change["b"], transitions[0].t_split - start)
+    assert migration.compare(want, got) == {"lost": 0, "duplicated": 0, "wrong": 0}
+    assert got.keys() == want.keys()
