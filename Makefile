@@ -30,7 +30,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/lint-imports
 	ARMD_TEST_POSTGRES_URL="$${ARMD_TEST_POSTGRES_URL:-$$(bash scripts/postgres-up)}" $(BIN)/python -m pytest --durations=30 2>&1 \
-		| grep -v -e '^nanobind: ' -e '^ - leaked ' -e '^ - \.\.\. skipped remainder'
+		| grep --line-buffered -v -e '^nanobind: ' -e '^ - leaked ' -e '^ - \.\.\. skipped remainder'
 
 bench: $(STAMP)
 	$(BIN)/python bench/estimate.py --json
