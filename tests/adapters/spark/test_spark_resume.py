@@ -129,7 +129,7 @@ def descendants(pid: int) -> set[int]:
 def open_live_migration(tmp: Path):
     for id_, state, details in rows(tmp, "SELECT id, state, details FROM migrations WHERE strategy = 'genmig' ORDER BY id"):
         live = json.loads(details).get("live")
-        if live and state == "running":
+        if live and state in ("running", "draining"):  # both resume
             return id_, live
     return None
 
@@ -145,17 +145,18 @@ def killed_and_resumed(tmp_path_factory):
     first_log, second_log = tmp / "first.log", tmp / "second.log"
     first = start(config, first_log)
     try:
-        # Killed while a migration has been open for 3 s (both runs write then), checked right before the kill: a
-        # deeper cut may supersede a migration (docs/genmig.md), which then ends rolled back before the next begins.
+        # Killed while a migration has been open for 2 s (both runs write then), checked right before the kill: a
+        # deeper cut may supersede a migration (docs/genmig.md), which then ends rolled back before the next begins,
+        # and a deep cut's migration may be running for a few seconds only before it drains.
         opened: dict[int, float] = {}
 
-        def open_for_3_seconds():
+        def open_for_2_seconds():
             found = open_live_migration(tmp)
             if found is None:
                 return None
-            return found if time.monotonic() - opened.setdefault(found[0], time.monotonic()) >= 3 else None
+            return found if time.monotonic() - opened.setdefault(found[0], time.monotonic()) >= 2 else None
 
-        wait_for("a GenMig migration open for 3 s", open_for_3_seconds, 150, first, first_log)
+        wait_for("a GenMig migration open for 2 s", open_for_2_seconds, 150, first, first_log)
         spark_processes = descendants(first.pid)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
@@ -166,7 +167,7 @@ def killed_and_resumed(tmp_path_factory):
     # The one the restart must resume is the one open when the daemon was killed.
     open_at_kill = open_live_migration(tmp)
     if open_at_kill is None:
-        pytest.fail(f"no migration was running when the daemon was killed: {rows(tmp, 'SELECT id, state FROM migrations')}")
+        pytest.fail(f"no migration was open when the daemon was killed: {rows(tmp, 'SELECT id, state FROM migrations')}")
     migration_id, live = open_at_kill
 
     second = start(config, second_log)
