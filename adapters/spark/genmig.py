@@ -196,9 +196,9 @@ class GenMigApplier:
         """Query → when (epoch seconds) its old run was stopped, done while the new run was still behind."""
         self._answers_from: dict[str, float] = {}
         """Query → the T_split its current run answers from (it was the new run of that migration)."""
-        self._restarts: dict[str, tuple[QueryParams, Keep | None, Path]] = {}
-        """Query → how to start its migration's new run again from its checkpoint (params, filter, checkpoint), when a
-        supersession refused after stopping it and the restart failed: each step tries again, until the timeout."""
+        self._restarts: set[str] = set()
+        """Queries whose migration's new run, stopped by a refused supersession, did not start again from its
+        checkpoint: each step tries again, until the timeout."""
         self._versions_used: dict[str, int] = {}
         """Query → the newest plan version a run was started with, kept when that run was dropped (``supersede``): a
         later run never reuses its version, under which the sink may hold its (empty) batches."""
@@ -459,8 +459,8 @@ class GenMigApplier:
                 refused = "the new run reached T_split while it was being stopped"
             if refused is not None:
                 self.log.info("genmig_supersede_refused", query=query, t_split=t_split, reason=refused)
-                self._restarts[query] = (new_run.params, reference_filter(reference, t_split, "new"), new_run.checkpoint)
-                self._restart_new_run(query)
+                self._restarts.add(query)
+                self._restart_new_run(migration)
                 return False
             shutil.rmtree(new_run.checkpoint, ignore_errors=True)
             self._versions_used[query] = max(self._versions_used.get(query, 0), new_run.params.version)
@@ -470,21 +470,23 @@ class GenMigApplier:
                                       "result: the new run was stopped, the old plan answers alone again"))
             return True
 
-    def _restart_new_run(self, query: str) -> bool:
-        """Start the new run stopped by a refused supersession again from its checkpoint; whether it runs.
+    def _restart_new_run(self, migration: Migration) -> bool:
+        """Start the new run stopped by a refused supersession again from its checkpoint, as ``resume`` does; whether
+        it runs.
 
         The old run may already have dropped results from T_split on, so the new run must go on: a failed start
         (a cluster out of executors, say) is logged and tried again at the next step, and the checkpoint keeps
         everything it had read and written until then."""
-        params, keep, checkpoint = self._restarts[query]
+        query, checkpoint = migration.query, Path(migration.facts["new_checkpoint"])
+        keep = reference_filter(str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT)), migration.t_split, "new")
         try:
-            self.manager.start(query, params, keep=keep, checkpoint=checkpoint)
+            self.manager.start(query, QueryParams.from_json(migration.new_plan), keep=keep, checkpoint=checkpoint)
         except Exception as exc:  # noqa: BLE001 - tried again next step; the migration's timeout bounds the attempts
             self.log.error("genmig_new_run_restart_failed", query=query, error=f"{type(exc).__name__}: {exc}",
                            message=f"the new run of {query!r} did not start again from its checkpoint {checkpoint}; "
                                    "armd tries again at the next step")
             return False
-        del self._restarts[query]
+        self._restarts.discard(query)
         return True
 
     def _answer_alone(self, query: str, old: Run, since: float | None) -> None:
@@ -587,7 +589,7 @@ class GenMigApplier:
         if self.clock() - self._since.get(query, self.clock()) > self.timeout_seconds:
             self._give_up(query, migration)
             return
-        if query in self._restarts and not self._restart_new_run(query):
+        if query in self._restarts and not self._restart_new_run(migration):
             return
         old_done, watermark, note = self._old_done(query, managed.spec.streams, migration, old)
         old_done = old_done or (migration.state == DRAINING and not old.query.isActive)
@@ -634,9 +636,9 @@ class GenMigApplier:
         """
         old = self._old.pop(query)
         self._since.pop(query, None)
-        unstarted = self._restarts.pop(query, None)
-        if unstarted is not None:
-            shutil.rmtree(unstarted[2], ignore_errors=True)
+        if query in self._restarts:  # the new run never started again: its checkpoint goes with the migration
+            self._restarts.discard(query)
+            shutil.rmtree(migration.facts["new_checkpoint"], ignore_errors=True)
         limit = f"within {self.timeout_seconds:g} s"
         if migration.state == RUNNING:
             self.manager.stop(query)
