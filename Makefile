@@ -23,13 +23,16 @@ run: $(STAMP)
 # The metadata store's tests also run on a real PostgreSQL: scripts/postgres-up
 # starts a throwaway server on 127.0.0.1 (unless ARMD_TEST_POSTGRES_URL names
 # one already). Without a server those tests skip, or fail under
-# ARMD_REQUIRE_POSTGRES=1 (as in CI). The 30 slowest tests are listed at the end,
-# so the suite's time budget (about 20 minutes here) can be watched. At exit the
+# ARMD_REQUIRE_POSTGRES=1 (as in CI). Two pytest-xdist workers share the tests,
+# each taking a test module whole (tests/conftest.py): most Spark tests wait on
+# streams for much of their time, so one worker's waits are the other's CPU.
+# The 30 slowest tests are listed at the end, so the suite's time budget
+# (about 20 minutes here) can be watched. At exit the
 # datasketches bindings (nanobind) print a few hundred "leaked function" lines
 # that bury pytest's summary at the end of a CI log: they are filtered out.
 test: $(STAMP)
 	$(BIN)/lint-imports
-	ARMD_TEST_POSTGRES_URL="$${ARMD_TEST_POSTGRES_URL:-$$(bash scripts/postgres-up)}" $(BIN)/python -m pytest --durations=30 2>&1 \
+	ARMD_TEST_POSTGRES_URL="$${ARMD_TEST_POSTGRES_URL:-$$(bash scripts/postgres-up)}" $(BIN)/python -m pytest -n 2 --durations=30 2>&1 \
 		| grep --line-buffered -v -e '^nanobind: ' -e '^ - leaked ' -e '^ - \.\.\. skipped remainder'
 
 bench: $(STAMP)

@@ -14,7 +14,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -40,6 +40,30 @@ os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "s
 POSTGRES_URL_ENV = "ARMD_TEST_POSTGRES_URL"
 REQUIRE_POSTGRES_ENV = "ARMD_REQUIRE_POSTGRES"
 TEST_DATABASE_PREFIX = "armd_t_"
+
+
+def test_module_group(nodeid: str) -> str:
+    """The unit of work ``make test``'s two pytest-xdist workers take whole: a test module, so its module-scoped
+    fixtures (a stream run once for several tests) are set up once, and the standalone-cluster modules (named
+    ``*cluster*``) together, so one test cluster runs at a time."""
+    module = nodeid.split("::", 1)[0]
+    return "standalone cluster" if "cluster" in Path(module).stem else module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModuleGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return test_module_group(nodeid)
+
+    return ByModuleGroup(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("cluster") and test_module_group(item.nodeid) != "standalone cluster":
+            raise pytest.UsageError(f"{item.nodeid}: a module of cluster tests must have 'cluster' in its name (tests/conftest.py)")
 
 
 def _postgres_unavailable(reason: str) -> None:

@@ -122,7 +122,8 @@ def ops_run(tmp_path_factory: pytest.TempPathFactory, postgres_admin: Any) -> An
             except socket.timeout:
                 continue
 
-    threading.Thread(target=listen, daemon=True).start()
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
     run_env = {**env, "NOTIFY_SOCKET": notify_path, "WATCHDOG_USEC": str(WATCHDOG_USEC)}
     process = subprocess.Popen([*ARMD, "run", "--config", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=run_env)
@@ -148,6 +149,7 @@ def ops_run(tmp_path_factory: pytest.TempPathFactory, postgres_admin: Any) -> An
     out = process.stdout.read()
     time.sleep(0.3)
     done.set()
+    listener.join()  # closing the socket under a recv in progress fails that recv (EBADF)
     sock.close()
     db = create_engine(url)
     with db.connect() as conn:
