@@ -353,8 +353,9 @@ class HookKeys:
     secret: str | None = setting(None, kinds=("webhook",), secret="value", doc="Webhook: HMAC key for signing the body.")
     argv: tuple[str, ...] = setting((), kinds=("command",), doc="Command: program and arguments (required); the event "
                                     "is passed on standard input.")
-    timeout_seconds: float = setting(5.0, kinds=("webhook", "alertmanager", "command"), rule=at_most(POSITIVE, HOUR, "an hour"), doc="How long one delivery "
-                                     "may take.")
+    timeout_seconds: float = setting(5.0, kinds=("webhook", "alertmanager", "command"), rule=in_range(1.0, HOUR, "a second to an hour"),
+                                     doc="How long one delivery may take: at least a second, since a delivery opens a "
+                                         "connection or starts a process, which a busy machine may not do sooner.")
     retries: int = setting(3, kinds=("webhook", "alertmanager", "command"), rule=at_most(NON_NEGATIVE, 100), doc="Further attempts after a failed "
                            "delivery.")
 
