@@ -471,8 +471,8 @@ class GenMigApplier:
             return True
 
     def _restart_new_run(self, migration: Migration) -> bool:
-        """Start the new run stopped by a refused supersession again from its checkpoint, as ``resume`` does; whether
-        it runs.
+        """Start the migration's new run again from its checkpoint (after a refused supersession, or in ``resume``);
+        whether it runs.
 
         The old run may already have dropped results from T_split on, so the new run must go on: a failed start
         (a cluster out of executors, say) is logged and tried again at the next step, and the checkpoint keeps
@@ -528,7 +528,11 @@ class GenMigApplier:
                                   latest.event_max.timestamp() if latest.event_max is not None else None, delay)
 
     def resume(self, migration: Migration) -> None:
-        """Continue a stored migration (running or draining) after a restart: both runs go on from their checkpoints."""
+        """Continue a stored migration (running or draining) after a restart: both runs go on from their checkpoints.
+
+        The old run starts first; a new run that does not start is tried again at every step until the migration's
+        timeout, as after a refused supersession (``_restart_new_run``): failing the migration instead would leave no
+        run to answer from T_split on, which a draining migration's old run no longer does."""
         with self._lock:
             if migration.state not in (RUNNING, DRAINING) or migration.t_split is None:
                 raise ValueError(f"migration of {migration.query!r} is {migration.state}: only a running or draining "
@@ -537,25 +541,20 @@ class GenMigApplier:
             missing = [k for k in ("old_checkpoint", "new_checkpoint", "reference_point") if not facts.get(k)]
             if missing:
                 raise ValueError(f"stored migration of {migration.query!r} lacks {', '.join(missing)}; it cannot be resumed")
-            old_params, new_params = QueryParams.from_json(migration.old_plan), QueryParams.from_json(migration.new_plan)
+            old_params = QueryParams.from_json(migration.old_plan)
             query, reference, t_split = migration.query, str(facts["reference_point"]), float(migration.t_split)
             if self.manager.get(query).running:
                 raise RuntimeError(f"query {query!r} already runs; resume a migration before starting its query")
             since = facts.get("old_answers_from")
             self.manager.start(query, old_params, keep=reference_filter(reference, t_split, "old", since),
                                checkpoint=Path(facts["old_checkpoint"]))
-            old_run = self.manager.hand_over(query)
-            try:
-                self.manager.start(query, new_params, keep=reference_filter(reference, t_split, "new"),
-                                   checkpoint=Path(facts["new_checkpoint"]))
-            except Exception:
-                self.manager.end_run(old_run, keep_checkpoint=True)
-                raise
-            self._old[query] = old_run
+            self._old[query] = self.manager.hand_over(query)
             self._since[query] = self.clock()
             self._answers_from[query] = t_split
             self.migrations[query] = migration
             self.log.info("genmig_resumed", query=query, state=migration.state, t_split=t_split)
+            self._restarts.add(query)
+            self._restart_new_run(migration)
 
     def close(self) -> None:
         """Stop the runs of every open migration between batches, keeping their checkpoints for ``resume``."""
@@ -632,21 +631,35 @@ class GenMigApplier:
 
         While running, the new run has not passed T_split, so it is dropped and the old run answers alone again.
         While draining, the new run owns everything from T_split on; the old run is stopped, and the results before
-        T_split it had not emitted yet are lost — the note says so.
+        T_split it had not emitted yet are lost — the note says so. A draining migration whose new run never started
+        again (``resume``) keeps both checkpoints: no run answers from T_split on, and the note says so.
         """
         old = self._old.pop(query)
         self._since.pop(query, None)
-        if query in self._restarts:  # the new run never started again: its checkpoint goes with the migration
-            self._restarts.discard(query)
-            shutil.rmtree(migration.facts["new_checkpoint"], ignore_errors=True)
+        unstarted = query in self._restarts  # the new run never started again
+        self._restarts.discard(query)
         limit = f"within {self.timeout_seconds:g} s"
+        if unstarted and migration.state == DRAINING:
+            done = not old.query.isActive or self._old_done(query, self.manager.get(query).spec.streams, migration, old)[0]
+            self.manager.end_run(old, keep_checkpoint=True)
+            self._stopped_at.pop(query, None)
+            note = (f"timed out: the new plan's run did not start again from its checkpoint {migration.facts['new_checkpoint']} "
+                    f"{limit}; no run answers from T_split on until the query runs from that checkpoint again (kept, "
+                    "with the old run's); the old plan " + ("had emitted everything before T_split" if done else
+                                                             "is stopped, its results before T_split not emitted by then lost"))
+            self.log.error("genmig_timeout", query=query, state=migration.state, t_split=migration.t_split)
+            self._record(migration.to(FAILED, migration.t_split or 0.0, note))
+            return
+        if unstarted:  # running: its checkpoint goes with the migration, the old plan answers alone again
+            shutil.rmtree(migration.facts["new_checkpoint"], ignore_errors=True)
         if migration.state == RUNNING:
             self.manager.stop(query)
             since = migration.facts.get("old_answers_from")
             old.writer.keep = reference_filter(str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT)), since, "new")
             self._answer_alone(query, old, since)
-            note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in event "
-                    "time); it was stopped and the old plan answers alone again")
+            why = ("its run did not start again from its checkpoint" if unstarted else
+                   "its source did not advance in event time")
+            note = f"timed out: the new plan did not read past T_split {limit} ({why}); it was stopped and the old plan answers alone again"
         else:
             self.manager.end_run(old)
             if self._stopped_at.pop(query, None) is not None:  # the old plan was done and stopped; the new run is behind

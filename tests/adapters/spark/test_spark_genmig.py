@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 from support import REPO
@@ -355,6 +356,49 @@ def test_a_new_run_that_does_not_restart_after_a_refused_supersession_is_started
         applier.close()
         manager.stop_all()
     got = migration.results(sink.rows("restarted"), start)
+    want = migration.expected(window_change["a"], window_change["b"], transitions[0].t_split - start)
+    assert migration.compare(want, got) == {"lost": 0, "duplicated": 0, "wrong": 0}
+    assert got.keys() == want.keys()
+
+
+def test_a_resumed_migration_whose_new_run_does_not_start_at_first_starts_it_at_a_later_step(window_change, spark,  # noqa: F811
+                                                                                            progress_listener,
+                                                                                            tmp_path_factory, monkeypatch):
+    """After a restart, ``resume`` starts both runs of a stored migration from their checkpoints; when the new run's
+    start fails, the migration is not failed (which would leave no run to answer from T_split on once the old run is
+    done): the old run goes on, the next step starts the new run again, and the output is still the old plan's before
+    T_split and the new plan's from it on."""
+    chosen = scenario("count per key: window")
+    sink = MemorySink()
+    manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
+                                                                   "resumed", chosen, sink)
+    real_start, failures = manager.start, []
+
+    def new_run_failing_once(name, params=None, keep=None, checkpoint=None):
+        if checkpoint == Path(transitions[-1].facts["new_checkpoint"]) and not failures:
+            failures.append(checkpoint)
+            raise RuntimeError("no executor could take the run")
+        return real_start(name, params, keep=keep, checkpoint=checkpoint)
+
+    try:
+        migrate_when_ready(applier, "resumed", chosen.params(chosen.new, start))
+        applier.close()  # the daemon stops: both runs stop between batches, their checkpoints kept
+        stored = transitions[-1]
+        assert stored.state == "running" and not applier.migrations
+        monkeypatch.setattr(manager, "start", new_run_failing_once)
+        applier.resume(stored)
+        assert failures and not manager.get("resumed").running  # the old run goes on; the new one did not start
+        assert [m.query for m in applier.running_migrations()] == ["resumed"]
+        monkeypatch.undo()
+        deadline = time.monotonic() + 120
+        while applier.advance() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [m.state for m in transitions] == ["running", "draining", "done"], transitions
+        migration._read_to_end(progress_listener, manager, "resumed", start)
+    finally:
+        applier.close()
+        manager.stop_all()
+    got = migration.results(sink.rows("resumed"), start)
     want = migration.expected(window_change["a"], window_change["b"], transitions[0].t_split - start)
     assert migration.compare(want, got) == {"lost": 0, "duplicated": 0, "wrong": 0}
     assert got.keys() == want.keys()
