@@ -166,9 +166,7 @@ def test_a_new_plan_that_does_not_start_loses_no_result(window_change, spark, pr
         assert seen.watermark.timestamp() >= t_split + chosen.old.slide
         assert running.state == "running" and "did not start" in running.history[-1][2]
         assert running.new_plan["windows"] == {"w": chosen.old.window} and running.facts["continuation"]
-        deadline = time.monotonic() + 120
-        while applier.advance() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        advance_until_closed(applier)
         assert [m.state for m in transitions] == ["running", "draining", "done"]
         migration._read_to_end(progress_listener, manager, "unstartable", start)
     finally:
@@ -191,6 +189,40 @@ def running_past_migrate_at(spark, listener, tmp_path_factory, name: str, chosen
     assert listener.wait_for(lambda: (r := listener.latest(name)) is not None and r.watermark is not None
                              and r.watermark.timestamp() >= start + migration.MIGRATE_AT, 120)
     return manager, applier, transitions, start
+
+
+def advance_until_closed(applier: GenMigApplier, seconds: float = 120) -> None:
+    """Step the applier's migrations, as the coordinator does, until none is open (at most ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while applier.advance() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def finishes_split_exactly(applier: GenMigApplier, listener, transitions: list, sink: MemorySink, name: str,
+                           start: float, window_change) -> None:
+    """The one migration of ``name`` goes on to its end, and the sink then holds the old plan's results before its
+    T_split and the new plan's from it on, each once."""
+    advance_until_closed(applier)
+    assert [m.state for m in transitions] == ["running", "draining", "done"], transitions
+    migration._read_to_end(listener, applier.manager, name, start)
+    got = migration.results(sink.rows(name), start)
+    want = migration.expected(window_change["a"], window_change["b"], transitions[0].t_split - start)
+    assert migration.compare(want, got) == {"lost": 0, "duplicated": 0, "wrong": 0}
+    assert got.keys() == want.keys()
+
+
+def start_failing_once(manager: QueryManager, fails) -> tuple:
+    """A ``manager.start`` whose first start from a checkpoint that ``fails(checkpoint)`` picks raises, as a cluster
+    short of executors would make it; and the list of the checkpoints it failed (one at most)."""
+    real_start, failures = manager.start, []
+
+    def start(name, params=None, keep=None, checkpoint=None):
+        if checkpoint is not None and not failures and fails(checkpoint):
+            failures.append(checkpoint)
+            raise RuntimeError("no executor could take the run")
+        return real_start(name, params, keep=keep, checkpoint=checkpoint)
+
+    return start, failures
 
 
 def migrate_when_ready(applier: GenMigApplier, query: str, params) -> None:
@@ -223,9 +255,7 @@ def test_a_superseded_migration_is_rolled_back_and_the_next_one_starts_from_the_
         assert [m.state for m in transitions] == ["running", "rolled_back"] and not applier.migrations
         assert manager.get("superseded").query.isActive  # the old run, answering alone again
         migrate_when_ready(applier, "superseded", chosen.params(chosen.new, start))
-        deadline = time.monotonic() + 120
-        while applier.advance() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        advance_until_closed(applier)
         assert [m.state for m in transitions] == ["running", "rolled_back", "running", "draining", "done"], \
             [(m.state, m.t_split - start, m.history[-1][2]) for m in transitions]
         migration._read_to_end(progress_listener, manager, "superseded", start)
@@ -333,32 +363,17 @@ def test_a_new_run_that_does_not_restart_after_a_refused_supersession_is_started
                                                                    "restarted", chosen, sink)
     monkeypatch.setattr(applier, "_emits_nothing_from", lambda *args: True)
     monkeypatch.setattr(applier, "_restore_old_filter", lambda *args: "forced: the old run's batches outran armd")
-    real_start, failures = manager.start, []
-
-    def start_failing_once(name, params=None, keep=None, checkpoint=None):
-        if checkpoint is not None and not failures:
-            failures.append(checkpoint)
-            raise RuntimeError("no executor could take the run")
-        return real_start(name, params, keep=keep, checkpoint=checkpoint)
-
+    failing, failures = start_failing_once(manager, lambda checkpoint: True)
     try:
         migrate_when_ready(applier, "restarted", chosen.params(chosen.new, start))
-        monkeypatch.setattr(manager, "start", start_failing_once)
+        monkeypatch.setattr(manager, "start", failing)
         assert not applier.supersede("restarted")
         assert failures and not manager.get("restarted").running  # the restart failed: no new run for now
         monkeypatch.undo()
-        deadline = time.monotonic() + 120
-        while applier.advance() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert [m.state for m in transitions] == ["running", "draining", "done"], transitions
-        migration._read_to_end(progress_listener, manager, "restarted", start)
+        finishes_split_exactly(applier, progress_listener, transitions, sink, "restarted", start, window_change)
     finally:
         applier.close()
         manager.stop_all()
-    got = migration.results(sink.rows("restarted"), start)
-    want = migration.expected(window_change["a"], window_change["b"], transitions[0].t_split - start)
-    assert migration.compare(want, got) == {"lost": 0, "duplicated": 0, "wrong": 0}
-    assert got.keys() == want.keys()
 
 
 def test_a_resumed_migration_whose_new_run_does_not_start_at_first_starts_it_at_a_later_step(window_change, spark,  # noqa: F811
@@ -372,33 +387,18 @@ def test_a_resumed_migration_whose_new_run_does_not_start_at_first_starts_it_at_
     sink = MemorySink()
     manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
                                                                    "resumed", chosen, sink)
-    real_start, failures = manager.start, []
-
-    def new_run_failing_once(name, params=None, keep=None, checkpoint=None):
-        if checkpoint == Path(transitions[-1].facts["new_checkpoint"]) and not failures:
-            failures.append(checkpoint)
-            raise RuntimeError("no executor could take the run")
-        return real_start(name, params, keep=keep, checkpoint=checkpoint)
-
+    failing, failures = start_failing_once(manager, lambda checkpoint: checkpoint == Path(transitions[-1].facts["new_checkpoint"]))
     try:
         migrate_when_ready(applier, "resumed", chosen.params(chosen.new, start))
         applier.close()  # the daemon stops: both runs stop between batches, their checkpoints kept
         stored = transitions[-1]
         assert stored.state == "running" and not applier.migrations
-        monkeypatch.setattr(manager, "start", new_run_failing_once)
+        monkeypatch.setattr(manager, "start", failing)
         applier.resume(stored)
         assert failures and not manager.get("resumed").running  # the old run goes on; the new one did not start
         assert [m.query for m in applier.running_migrations()] == ["resumed"]
         monkeypatch.undo()
-        deadline = time.monotonic() + 120
-        while applier.advance() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert [m.state for m in transitions] == ["running", "draining", "done"], transitions
-        migration._read_to_end(progress_listener, manager, "resumed", start)
+        finishes_split_exactly(applier, progress_listener, transitions, sink, "resumed", start, window_change)
     finally:
         applier.close()
         manager.stop_all()
-    got = migration.results(sink.rows("resumed"), start)
-    want = migration.expected(window_change["a"], window_change["b"], transitions[0].t_split - start)
-    assert migration.compare(want, got) == {"lost": 0, "duplicated": 0, "wrong": 0}
-    assert got.keys() == want.keys()
