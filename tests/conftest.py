@@ -1,4 +1,5 @@
-"""Shared fixtures: fresh databases for the metadata store's contract tests (and the test JVMs' JIT setting).
+"""Shared fixtures: fresh databases for the metadata store's contract tests (and the test JVMs' JIT setting, and the
+units of work of ``make test``'s two pytest-xdist workers).
 
 ``store_url`` gives every test an empty database, once on SQLite and once on
 a real PostgreSQL server. The server comes from ``ARMD_TEST_POSTGRES_URL``
@@ -42,7 +43,7 @@ REQUIRE_POSTGRES_ENV = "ARMD_REQUIRE_POSTGRES"
 TEST_DATABASE_PREFIX = "armd_t_"
 
 
-def test_module_group(nodeid: str) -> str:
+def xdist_unit(nodeid: str) -> str:
     """The unit of work ``make test``'s two pytest-xdist workers take whole: a test module, so its module-scoped
     fixtures (a stream run once for several tests) are set up once, and the standalone-cluster modules (named
     ``*cluster*``) together, so one test cluster runs at a time."""
@@ -55,14 +56,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class ByModuleGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return test_module_group(nodeid)
+            return xdist_unit(nodeid)
 
     return ByModuleGroup(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("cluster") and test_module_group(item.nodeid) != "standalone cluster":
+        if item.get_closest_marker("cluster") and xdist_unit(item.nodeid) != "standalone cluster":
             raise pytest.UsageError(f"{item.nodeid}: a module of cluster tests must have 'cluster' in its name (tests/conftest.py)")
 
 
