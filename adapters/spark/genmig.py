@@ -197,8 +197,8 @@ class GenMigApplier:
         self._answers_from: dict[str, float] = {}
         """Query → the T_split its current run answers from (it was the new run of that migration)."""
         self._restarts: set[str] = set()
-        """Queries whose migration's new run, stopped by a refused supersession, did not start again from its
-        checkpoint: each step tries again, until the timeout."""
+        """Queries whose migration's new run did not start again from its checkpoint (after a refused supersession,
+        or in ``resume``): each step tries again, until the timeout (``_restart_new_run`` keeps this set)."""
         self._versions_used: dict[str, int] = {}
         """Query → the newest plan version a run was started with, kept when that run was dropped (``supersede``): a
         later run never reuses its version, under which the sink may hold its (empty) batches."""
@@ -459,7 +459,6 @@ class GenMigApplier:
                 refused = "the new run reached T_split while it was being stopped"
             if refused is not None:
                 self.log.info("genmig_supersede_refused", query=query, t_split=t_split, reason=refused)
-                self._restarts.add(query)
                 self._restart_new_run(migration)
                 return False
             shutil.rmtree(new_run.checkpoint, ignore_errors=True)
@@ -475,8 +474,8 @@ class GenMigApplier:
         whether it runs.
 
         The old run may already have dropped results from T_split on, so the new run must go on: a failed start
-        (a cluster out of executors, say) is logged and tried again at the next step, and the checkpoint keeps
-        everything it had read and written until then."""
+        (a cluster out of executors, say) is logged and the query entered in ``_restarts``, so that the next step
+        tries again; the checkpoint keeps everything the run had read and written until then."""
         query, checkpoint = migration.query, Path(migration.facts["new_checkpoint"])
         keep = reference_filter(str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT)), migration.t_split, "new")
         try:
@@ -485,6 +484,7 @@ class GenMigApplier:
             self.log.error("genmig_new_run_restart_failed", query=query, error=f"{type(exc).__name__}: {exc}",
                            message=f"the new run of {query!r} did not start again from its checkpoint {checkpoint}; "
                                    "armd tries again at the next step")
+            self._restarts.add(query)
             return False
         self._restarts.discard(query)
         return True
@@ -553,7 +553,6 @@ class GenMigApplier:
             self._answers_from[query] = t_split
             self.migrations[query] = migration
             self.log.info("genmig_resumed", query=query, state=migration.state, t_split=t_split)
-            self._restarts.add(query)
             self._restart_new_run(migration)
 
     def close(self) -> None:
@@ -639,20 +638,9 @@ class GenMigApplier:
         unstarted = query in self._restarts  # the new run never started again
         self._restarts.discard(query)
         limit = f"within {self.timeout_seconds:g} s"
-        if unstarted and migration.state == DRAINING:
-            done = not old.query.isActive or self._old_done(query, self.manager.get(query).spec.streams, migration, old)[0]
-            self.manager.end_run(old, keep_checkpoint=True)
-            self._stopped_at.pop(query, None)
-            note = (f"timed out: the new plan's run did not start again from its checkpoint {migration.facts['new_checkpoint']} "
-                    f"{limit}; no run answers from T_split on until the query runs from that checkpoint again (kept, "
-                    "with the old run's); the old plan " + ("had emitted everything before T_split" if done else
-                                                             "is stopped, its results before T_split not emitted by then lost"))
-            self.log.error("genmig_timeout", query=query, state=migration.state, t_split=migration.t_split)
-            self._record(migration.to(FAILED, migration.t_split or 0.0, note))
-            return
-        if unstarted:  # running: its checkpoint goes with the migration, the old plan answers alone again
-            shutil.rmtree(migration.facts["new_checkpoint"], ignore_errors=True)
         if migration.state == RUNNING:
+            if unstarted:  # its checkpoint goes with the migration
+                shutil.rmtree(migration.facts["new_checkpoint"], ignore_errors=True)
             self.manager.stop(query)
             since = migration.facts.get("old_answers_from")
             old.writer.keep = reference_filter(str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT)), since, "new")
@@ -660,6 +648,14 @@ class GenMigApplier:
             why = ("its run did not start again from its checkpoint" if unstarted else
                    "its source did not advance in event time")
             note = f"timed out: the new plan did not read past T_split {limit} ({why}); it was stopped and the old plan answers alone again"
+        elif unstarted:
+            done = not old.query.isActive or self._old_done(query, self.manager.get(query).spec.streams, migration, old)[0]
+            self.manager.end_run(old, keep_checkpoint=True)
+            self._stopped_at.pop(query, None)
+            note = (f"timed out: the new plan's run did not start again from its checkpoint {migration.facts['new_checkpoint']} "
+                    f"{limit}; no run answers from T_split on until the query runs from that checkpoint again (kept, "
+                    "with the old run's); the old plan " + ("had emitted everything before T_split" if done else
+                                                             "is stopped, its results before T_split not emitted by then lost"))
         else:
             self.manager.end_run(old)
             if self._stopped_at.pop(query, None) is not None:  # the old plan was done and stopped; the new run is behind

@@ -211,13 +211,13 @@ def finishes_split_exactly(applier: GenMigApplier, listener, transitions: list, 
     assert got.keys() == want.keys()
 
 
-def start_failing_once(manager: QueryManager, fails) -> tuple:
-    """A ``manager.start`` whose first start from a checkpoint that ``fails(checkpoint)`` picks raises, as a cluster
-    short of executors would make it; and the list of the checkpoints it failed (one at most)."""
+def start_failing(manager: QueryManager, fails, times: float = 1) -> tuple:
+    """A ``manager.start`` whose first ``times`` starts from a checkpoint that ``fails(checkpoint)`` picks raise, as a
+    cluster short of executors would make them; and the list of the checkpoints it failed."""
     real_start, failures = manager.start, []
 
     def start(name, params=None, keep=None, checkpoint=None):
-        if checkpoint is not None and not failures and fails(checkpoint):
+        if checkpoint is not None and len(failures) < times and fails(checkpoint):
             failures.append(checkpoint)
             raise RuntimeError("no executor could take the run")
         return real_start(name, params, keep=keep, checkpoint=checkpoint)
@@ -363,7 +363,7 @@ def test_a_new_run_that_does_not_restart_after_a_refused_supersession_is_started
                                                                    "restarted", chosen, sink)
     monkeypatch.setattr(applier, "_emits_nothing_from", lambda *args: True)
     monkeypatch.setattr(applier, "_restore_old_filter", lambda *args: "forced: the old run's batches outran armd")
-    failing, failures = start_failing_once(manager, lambda checkpoint: True)
+    failing, failures = start_failing(manager, lambda checkpoint: True)
     try:
         migrate_when_ready(applier, "restarted", chosen.params(chosen.new, start))
         monkeypatch.setattr(manager, "start", failing)
@@ -387,7 +387,7 @@ def test_a_resumed_migration_whose_new_run_does_not_start_at_first_starts_it_at_
     sink = MemorySink()
     manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
                                                                    "resumed", chosen, sink)
-    failing, failures = start_failing_once(manager, lambda checkpoint: checkpoint == Path(transitions[-1].facts["new_checkpoint"]))
+    failing, failures = start_failing(manager, lambda checkpoint: checkpoint == Path(transitions[-1].facts["new_checkpoint"]))
     try:
         migrate_when_ready(applier, "resumed", chosen.params(chosen.new, start))
         applier.close()  # the daemon stops: both runs stop between batches, their checkpoints kept
@@ -400,5 +400,36 @@ def test_a_resumed_migration_whose_new_run_does_not_start_at_first_starts_it_at_
         monkeypatch.undo()
         finishes_split_exactly(applier, progress_listener, transitions, sink, "resumed", start, window_change)
     finally:
+        applier.close()
+        manager.stop_all()
+
+
+def test_a_draining_migration_whose_new_run_never_starts_again_fails_keeping_both_checkpoints(spark,  # noqa: F811
+                                                                                             progress_listener,
+                                                                                             tmp_path_factory,
+                                                                                             monkeypatch):
+    """A resumed draining migration whose new run never starts again fails at its timeout; its new run owned the
+    results from T_split on, so its checkpoint is kept (with the old run's) for the query to go on from, nothing is
+    left running, and the note says that no run answers from T_split on."""
+    chosen = scenario("count per key: window")
+    manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
+                                                                   "never", chosen, MemorySink())
+    never, failures = start_failing(manager, lambda checkpoint: checkpoint == Path(transitions[-1].facts["new_checkpoint"]),
+                                    times=float("inf"))
+    try:
+        migrate_when_ready(applier, "never", chosen.params(chosen.new, start))
+        applier.close()
+        draining = transitions[-1].to("draining", transitions[-1].t_split, "the new plan has read past T_split")
+        monkeypatch.setattr(manager, "start", never)
+        applier.timeout_seconds = 5.0
+        applier.resume(draining)
+        advance_until_closed(applier, 60)
+        failed = transitions[-1]
+        assert failed.state == "failed" and "no run answers from T_split on" in failed.history[-1][2], failed.history
+        assert len(failures) >= 2  # tried again at the steps after the resume
+        assert Path(failed.facts["new_checkpoint"]).is_dir() and Path(failed.facts["old_checkpoint"]).is_dir()
+        assert not manager.get("never").running and not applier.running_migrations()
+    finally:
+        monkeypatch.undo()
         applier.close()
         manager.stop_all()
