@@ -46,6 +46,7 @@ from armd.adapters.herald_meter import HeraldMeter, MeteredSource
 from armd.adapters.store.agent_stats import AgentStats
 from armd.adapters.store.lease import Holding
 
+from . import early_stop
 from .agent_feed import AgentFeed
 from .apps import Applications
 from .config import Config, ConfigError, load_config
@@ -141,6 +142,9 @@ class Service:
     def run(self, every_tick: Callable[[], None] | None = None, tick_seconds: float = 2.0) -> None:
         config = self.config
         self._install_signals()
+        if self.stop.is_set():
+            self.log.info("daemon_stopped", message=f"armd stopped by {self._signal} before it started; nothing was started")
+            return
         self.metrics: Metrics | NoMetrics = (Metrics(config.model.time_unit_seconds, stale_after_seconds=health_window(config))
                                              if config.metrics.enabled else NoMetrics())
         if isinstance(self.metrics, Metrics):
@@ -398,6 +402,9 @@ class Service:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGHUP, hangup)
+        early = early_stop.pending()
+        if early is not None and self._signal is None:
+            stop(early, None)
 
     def reload(self) -> None:
         """Re-read the configuration file; an invalid one keeps the old configuration and alerts."""

@@ -8,9 +8,13 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
+from pathlib import Path
+
 import pytest
-from support.daemon import TABLES, write_config, armd, start, run_for, log_events
+from support.daemon import TABLES, write_config, armd, env, start, run_for, log_events
 
 
 @pytest.fixture(scope="module")
@@ -222,3 +226,31 @@ def test_a_sqlite_file_replaced_under_the_daemon_is_store_lost_and_nothing_goes_
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM observations").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``signum`` (``SigCgt`` in ``/proc/PID/status``)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(caught >> (signum - 1) & 1)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_while_armd_run_is_still_loading_ends_it_cleanly_without_starting_anything(tmp_path, stop):
+    """The ``armd`` command loads for seconds before the service's handlers exist; a stop meanwhile (``systemctl
+    stop`` right after start, a script's ``kill``) must end it with status 0, not 143 or a ``KeyboardInterrupt``."""
+    config = write_config(tmp_path)
+    process = subprocess.Popen([str(Path(sys.executable).parent / "armd"), "run", "--config", str(config)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    deadline = time.monotonic() + 30
+    # Python handles SIGINT from its start; ``early_stop.catch`` takes SIGINT, then SIGTERM: SIGTERM caught means both.
+    while not _catches(process.pid, signal.SIGTERM):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.005)
+    process.send_signal(stop)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "Traceback" not in err
+    stopped = [e for e in log_events(err) if e["event"] == "daemon_stopped"]
+    assert stopped and "before it started" in stopped[0]["message"], err
+    assert not (tmp_path / "armd.db").exists(), "nothing was started: not even the store was created"
