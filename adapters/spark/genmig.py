@@ -199,6 +199,8 @@ class GenMigApplier:
         self._restarts: set[str] = set()
         """Queries whose migration's new run did not start again from its checkpoint (after a refused supersession,
         or in ``resume``): each step tries again, until the timeout (``_restart_new_run`` keeps this set)."""
+        self._overdue: set[str] = set()
+        """Queries whose running migration is past its timeout but cannot be given up without loss (``_give_up``)."""
         self._versions_used: dict[str, int] = {}
         """Query → the newest plan version a run was started with, kept when that run was dropped (``supersede``): a
         later run never reuses its version, under which the sink may hold its (empty) batches."""
@@ -442,32 +444,53 @@ class GenMigApplier:
             if (migration is None or migration.state != RUNNING or migration.facts.get("emits") != "watermark"
                     or migration.facts.get("continuation") or migration.t_split is None):
                 return False
-            old, managed = self._old[query], self.manager.get(query)
-            t_split, delay = float(migration.t_split), float(managed.params.extra.get("delay_seconds", 0.0))
-            old_latest = self._newest(old.query)
-            if not (old.query.isActive and old_latest is not None
-                    and self._emits_nothing_from(old_latest, old.writer, t_split, delay)
-                    and self._emits_nothing_from(self._newest(managed.query), managed.writer, t_split, delay)):
+            old = self._old[query]
+            refused = self._roll_back(query, migration)
+            if refused is not None:
+                self.log.info("genmig_supersede_refused", query=query, t_split=migration.t_split, reason=refused)
                 return False
-            reference = str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT))
-            since = migration.facts.get("old_answers_from")
+            latest = self._newest(old.query)
+            at = max(latest.watermark.timestamp() if latest is not None and latest.watermark is not None else 0.0,
+                     migration.started or 0.0)
+            self._record(migration.to(ROLLED_BACK, at, "superseded by a newer change before the new "
+                                      "plan wrote a result: the new run was stopped, the old plan answers alone again"))
+            return True
+
+    def _roll_back(self, query: str, migration: Migration) -> str | None:
+        """Drop a running migration's new run and let its old run answer alone again, if neither run has emitted a
+        result from T_split on; None when done, else why not (both runs then go on as before).
+
+        The new run is stopped between batches and checked again stopped (its last batch, and one the stop may have
+        interrupted, stay before T_split); the old run, checked afresh, gets its filter from before the migration
+        back from its next batch on (``_restore_old_filter``). Where a check fails after the stop, the new run starts
+        again from its checkpoint (a start that fails is tried again at every step, until the migration's timeout).
+        """
+        old, managed = self._old[query], self.manager.get(query)
+        t_split, delay = float(migration.t_split), float(managed.params.extra.get("delay_seconds", 0.0))  # type: ignore[arg-type]
+        emits = str(migration.facts.get("emits", "watermark"))
+        new_runs = query not in self._restarts  # else its start failed: nothing of it runs
+        old_latest = self._newest(old.query)
+        if not (old.query.isActive and old_latest is not None
+                and self._emits_nothing(old_latest, old.writer, t_split, delay, emits)):
+            return "the old run reached T_split"
+        if new_runs and not self._emits_nothing(self._newest(managed.query), managed.writer, t_split, delay, emits):
+            return "the new run reached T_split"
+        reference = str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT))
+        since = migration.facts.get("old_answers_from")
+        if new_runs:
             new_run = self.manager.hand_over(query)
             self.manager.end_run(new_run, keep_checkpoint=True)
-            if self._emits_nothing_from(self._newest(new_run.query), new_run.writer, t_split, delay):
-                refused = self._restore_old_filter(old, reference, since, t_split, delay)
-            else:
-                refused = "the new run reached T_split while it was being stopped"
-            if refused is not None:
-                self.log.info("genmig_supersede_refused", query=query, t_split=t_split, reason=refused)
+            stopped_clean = self._emits_nothing(self._newest(new_run.query), new_run.writer, t_split, delay, emits)
+        refused = (self._restore_old_filter(old, reference, since, t_split, delay, emits) if not new_runs or stopped_clean
+                   else "the new run reached T_split while it was being stopped")
+        if refused is not None:
+            if new_runs:
                 self._restart_new_run(migration)
-                return False
-            shutil.rmtree(new_run.checkpoint, ignore_errors=True)
-            self._versions_used[query] = max(self._versions_used.get(query, 0), new_run.params.version)
-            self._answer_alone(query, old, since)
-            at = max(old_latest.watermark.timestamp() if old_latest.watermark is not None else 0.0, migration.started or 0.0)
-            self._record(migration.to(ROLLED_BACK, at, "superseded by a newer change before the new plan wrote a "
-                                      "result: the new run was stopped, the old plan answers alone again"))
-            return True
+            return refused
+        shutil.rmtree(migration.facts["new_checkpoint"], ignore_errors=True)
+        self._versions_used[query] = max(self._versions_used.get(query, 0), QueryParams.from_json(migration.new_plan).version)
+        self._answer_alone(query, old, since)
+        return None
 
     def _restart_new_run(self, migration: Migration) -> bool:
         """Start the migration's new run again from its checkpoint (after a refused supersession, or in ``resume``);
@@ -495,25 +518,41 @@ class GenMigApplier:
         self._old.pop(query, None)
         self._since.pop(query, None)
         self._stopped_at.pop(query, None)
+        self._overdue.discard(query)
         if since is None:
             self._answers_from.pop(query, None)
         else:
             self._answers_from[query] = float(since)
         self.manager.take_back(query, old)
 
-    def _restore_old_filter(self, old: Run, reference: str, since: float | None, t_split: float, delay: float) -> str | None:
+    def _restore_old_filter(self, old: Run, reference: str, since: float | None, t_split: float, delay: float,
+                            emits: str = "watermark") -> str | None:
         """Give the old run its filter from before the migration back, if it has dropped nothing from T_split on;
         None when done, else why not. Its batches go on meanwhile, so the check and the guarded change are tried a
-        few times, like T_split's own placing."""
+        few times, like T_split's own placing. Results out on arrival (``emits``) are dropped as soon as the run has
+        read an element from T_split on, on any input."""
         for _ in range(SPLIT_ATTEMPTS):
             latest = self._newest(old.query)
-            if latest is None or not self._emits_nothing_from(latest, old.writer, t_split, delay):
+            if latest is None or not self._emits_nothing(latest, old.writer, t_split, delay, emits):
                 return "the old run reached T_split"
             if old.writer.keep_from(reference_filter(reference, since, "new"),  # type: ignore[arg-type]
                                     latest.last_executed_batch + 1):
                 return None
             time.sleep(SPLIT_RETRY_SECONDS)
         return f"the old run's batches outran armd {SPLIT_ATTEMPTS} times"
+
+    def _read_up_to(self, latest: ProgressRecord) -> float:
+        """The largest event time the run of ``latest`` has read in any batch so far (−inf: none yet)."""
+        maxima = [r.event_max.timestamp() for r in (*self._records(latest.run_id), latest) if r.event_max is not None]
+        return max(maxima, default=float("-inf"))
+
+    def _emits_nothing(self, latest: ProgressRecord | None, writer: Any, t_split: float, delay: float, emits: str) -> bool:
+        """``_emits_nothing_from`` for results out as the watermark passes them; for results out on arrival (``emits``
+        "arrival"), whether the run has read no element from ``t_split`` on, on any input, in any batch so far."""
+        if emits != "arrival" or latest is None:
+            return self._emits_nothing_from(latest, writer, t_split, delay)
+        last = writer.last_batch_id
+        return (last is None or last <= latest.last_executed_batch + 1) and self._read_up_to(latest) < t_split
 
     def _emits_nothing_from(self, latest: ProgressRecord | None, writer: Any, t_split: float, delay: float) -> bool:
         """Whether the run whose newest progress is ``latest`` has emitted nothing from ``t_split`` on, nor will in its
@@ -563,6 +602,7 @@ class GenMigApplier:
                 self.manager.stop(query, keep_checkpoint=True)
             self.migrations.clear()
             self._restarts.clear()
+            self._overdue.clear()
             self._answers_from.clear()
             self._stopped_at.clear()
 
@@ -579,26 +619,25 @@ class GenMigApplier:
     def _advance(self, query: str, migration: Migration) -> None:
         """Read the two facts of ``migrations.genmig.next_state`` off the runs' progress and take the transitions it says.
 
-        The old run is stopped as soon as it is done (draining), even while a replaying new run is still behind: its
-        state is what the change is meant to free. Its checkpoint stays until the migration is done, once the new run
-        has caught up too, so that a restart in between resumes the migration as stored.
+        The old run is stopped as soon as it is done (draining), even while a replaying new run is still behind, or
+        one whose start failed is tried again: its state is what the change is meant to free. Its checkpoint stays
+        until the migration is done, once the new run has caught up too, so that a restart in between resumes the
+        migration as stored. The timeout is judged after the transitions: an old run done by now has dropped its
+        results from T_split on, and the migration must be given up as the draining one it is.
         """
         old, managed = self._old[query], self.manager.get(query)
-        if self.clock() - self._since.get(query, self.clock()) > self.timeout_seconds:
-            self._give_up(query, migration)
-            return
-        if query in self._restarts and not self._restart_new_run(migration):
-            return
+        timed_out = self.clock() - self._since.get(query, self.clock()) > self.timeout_seconds
+        new_runs = query not in self._restarts or self._restart_new_run(migration)
         old_done, watermark, note = self._old_done(query, managed.spec.streams, migration, old)
         old_done = old_done or (migration.state == DRAINING and not old.query.isActive)
-        latest = self._latest(managed.query)
+        latest = self._latest(managed.query) if new_runs else None
         new_read = self._read(query, managed.spec.streams, managed.params, latest) if latest is not None else {}
         new_passed = bool(new_read) and passed_split(new_read, migration.t_split,
                                                      list(managed.params.extra.get("sources") or {}))
         if next_state(migration, new_passed_split=new_passed, old_done=old_done) == DRAINING:
             if new_passed:
                 migration = migration.to(DRAINING, max(new_read.values()), "the new plan has read past T_split")
-            else:  # a replaying new run is still behind: the old plan has nothing left to give
+            else:  # the new run is behind (replaying, or not started again): the old plan has nothing left to give
                 migration = migration.to(DRAINING, watermark or migration.t_split,
                                          f"the old plan is done ({note}) before the new plan read past T_split")
             self._record(migration)
@@ -609,10 +648,13 @@ class GenMigApplier:
             self.manager.end_run(old)
             del self._old[query]
             self._since.pop(query, None)
+            self._overdue.discard(query)
             stopped = self._stopped_at.pop(query, None)
             self._record(migration.to(DONE, max(new_read.values()) if new_read else migration.t_split,
                                       f"old plan stopped after {note}; the new plan has read past T_split",
                                       facts={**migration.facts, "old_stopped_at": stopped}))
+        elif timed_out:
+            self._give_up(query, migration)
 
     def _old_done(self, query: str, streams: tuple[str, ...], migration: Migration,
                   old: Run) -> tuple[bool, float | None, str]:
@@ -628,27 +670,37 @@ class GenMigApplier:
     def _give_up(self, query: str, migration: Migration) -> None:
         """A migration past its timeout fails rather than stay open for good; the query keeps one run.
 
-        While running, the new run has not passed T_split, so it is dropped and the old run answers alone again.
+        While running, the new run has not passed T_split, so it is dropped and the old run answers alone again —
+        if it has dropped no result from T_split on (its filter is restored between two batches, as in ``supersede``).
+        One that has (a join's old run that read past T_split on one input, the other idle) keeps the migration open
+        past its timeout, both runs going on, with one error line: dropping either run would lose results.
         While draining, the new run owns everything from T_split on; the old run is stopped, and the results before
         T_split it had not emitted yet are lost — the note says so. A draining migration whose new run never started
         again (``resume``) keeps both checkpoints: no run answers from T_split on, and the note says so.
         """
-        old = self._old.pop(query)
-        self._since.pop(query, None)
         unstarted = query in self._restarts  # the new run never started again
-        self._restarts.discard(query)
         limit = f"within {self.timeout_seconds:g} s"
         if migration.state == RUNNING:
-            if unstarted:  # its checkpoint goes with the migration
-                shutil.rmtree(migration.facts["new_checkpoint"], ignore_errors=True)
-            self.manager.stop(query)
-            since = migration.facts.get("old_answers_from")
-            old.writer.keep = reference_filter(str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT)), since, "new")
-            self._answer_alone(query, old, since)
+            refused = self._roll_back(query, migration)
+            if refused is not None:
+                if query not in self._overdue:
+                    self._overdue.add(query)
+                    self.log.error("genmig_overdue", query=query, t_split=migration.t_split, reason=refused,
+                                   message=f"the migration of {query!r} is past its timeout, but {refused}: giving it up "
+                                           "would lose or repeat results from T_split on, so both runs go on until it ends")
+                return
+            self._restarts.discard(query)
             why = ("its run did not start again from its checkpoint" if unstarted else
                    "its source did not advance in event time")
             note = f"timed out: the new plan did not read past T_split {limit} ({why}); it was stopped and the old plan answers alone again"
-        elif unstarted:
+            self.log.error("genmig_timeout", query=query, state=migration.state, t_split=migration.t_split)
+            self._record(migration.to(FAILED, migration.t_split or 0.0, note))
+            return
+        old = self._old.pop(query)
+        self._since.pop(query, None)
+        self._overdue.discard(query)
+        self._restarts.discard(query)
+        if unstarted:
             done = not old.query.isActive or self._old_done(query, self.manager.get(query).spec.streams, migration, old)[0]
             self.manager.end_run(old, keep_checkpoint=True)
             self._stopped_at.pop(query, None)

@@ -433,3 +433,88 @@ def test_a_draining_migration_whose_new_run_never_starts_again_fails_keeping_bot
         monkeypatch.undo()
         applier.close()
         manager.stop_all()
+
+
+def test_a_running_migration_whose_old_run_passed_t_split_is_not_handed_back_at_its_timeout(window_change, spark,  # noqa: F811
+                                                                                           progress_listener,
+                                                                                           tmp_path_factory, monkeypatch):
+    """A resumed migration whose new run never starts again, judged at its timeout after its old run has passed
+    T_split: that old run has dropped its results from T_split on, so handing the query back to it would lose them
+    (and deleting the new run's checkpoint would lose them for good). The migration drains instead — the old run,
+    done, stopped — and fails keeping both checkpoints; the query then runs from the new run's checkpoint, and the
+    output is the old plan's before T_split and the new plan's from it on, nothing lost or repeated."""
+    chosen = scenario("count per key: window")
+    sink = MemorySink()
+    manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
+                                                                   "overdue", chosen, sink)
+    never, failures = start_failing(manager, lambda checkpoint: checkpoint == Path(transitions[-1].facts["new_checkpoint"]),
+                                    times=float("inf"))
+    now = [0.0]
+    applier.clock = lambda: now[0]
+    try:
+        migrate_when_ready(applier, "overdue", chosen.params(chosen.new, start))
+        applier.close()
+        stored = transitions[-1]
+        t_split = float(stored.t_split)
+        monkeypatch.setattr(manager, "start", never)
+        applier.resume(stored)
+        assert failures and not manager.get("overdue").running  # only the old run goes on
+        assert progress_listener.wait_for(lambda: (r := progress_listener.latest("overdue")) is not None
+                                          and r.watermark is not None and r.watermark.timestamp() > t_split, 120)
+        now[0] = applier.timeout_seconds + 1  # the first step after the old run passed T_split is past the timeout
+        applier.advance()
+        assert [m.state for m in transitions[-2:]] == ["draining", "failed"], transitions[-2:]
+        failed = transitions[-1]
+        assert "had emitted everything before T_split" in failed.history[-1][2], failed.history
+        assert Path(failed.facts["new_checkpoint"]).is_dir() and Path(failed.facts["old_checkpoint"]).is_dir()
+        assert not manager.get("overdue").running and not applier.running_migrations()
+        monkeypatch.undo()
+        manager.start("overdue", genmig.QueryParams.from_json(failed.new_plan), checkpoint=Path(failed.facts["new_checkpoint"]),
+                      keep=genmig.reference_filter(str(failed.facts["reference_point"]), t_split, "new"))
+        migration._read_to_end(progress_listener, manager, "overdue", start)
+        got = migration.results(sink.rows("overdue"), start)
+        want = migration.expected(window_change["a"], window_change["b"], t_split - start)
+        assert migration.compare(want, got) == {"lost": 0, "duplicated": 0, "wrong": 0}
+        assert got.keys() == want.keys()
+    finally:
+        monkeypatch.undo()
+        applier.close()
+        manager.stop_all()
+
+
+def test_a_running_migration_that_cannot_be_handed_back_stays_open_past_its_timeout(window_change, spark,  # noqa: F811
+                                                                                  progress_listener, tmp_path_factory,
+                                                                                  monkeypatch):
+    """At its timeout, a running migration whose old run has dropped results from T_split on (forced here; a join's
+    old run that read past T_split on one input while the other is idle) is neither failed nor handed back: both runs
+    go on, one error line says why, and once the runs move again the migration ends exactly."""
+    chosen = scenario("count per key: window")
+    sink = MemorySink()
+    manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
+                                                                   "overdue_open", chosen, sink)
+    errors: list = []
+    applier.log = SimpleNamespace(info=lambda *a, **k: None, warning=lambda *a, **k: None,
+                                  error=lambda event, **k: errors.append((event, k)))
+    now = [0.0]
+    applier.clock = lambda: now[0]
+    try:
+        migrate_when_ready(applier, "overdue_open", chosen.params(chosen.new, start))
+        old_writer = applier._old["overdue_open"].writer
+        real = applier._emits_nothing
+        monkeypatch.setattr(applier, "_emits_nothing",
+                            lambda latest, writer, *rest: writer is not old_writer and real(latest, writer, *rest))
+        monkeypatch.setattr(applier, "_old_done", lambda *args: (False, None, "forced"))
+        now[0] = applier.timeout_seconds + 1
+        for _ in range(3):
+            applier.advance()
+        assert [m.state for m in transitions] == ["running"], transitions
+        assert manager.get("overdue_open").running and applier._old["overdue_open"].query.isActive
+        assert [event for event, _ in errors] == ["genmig_overdue"], errors  # said once, not at every step
+        assert "old run reached T_split" in errors[0][1]["message"]
+        monkeypatch.undo()
+        now[0] = 0.0
+        finishes_split_exactly(applier, progress_listener, transitions, sink, "overdue_open", start, window_change)
+    finally:
+        monkeypatch.undo()
+        applier.close()
+        manager.stop_all()
