@@ -689,33 +689,30 @@ class GenMigApplier:
                                    message=f"the migration of {query!r} is past its timeout, but {refused}: giving it up "
                                            "would lose or repeat results from T_split on, so both runs go on until it ends")
                 return
-            self._restarts.discard(query)
             why = ("its run did not start again from its checkpoint" if unstarted else
                    "its source did not advance in event time")
             note = f"timed out: the new plan did not read past T_split {limit} ({why}); it was stopped and the old plan answers alone again"
-            self.log.error("genmig_timeout", query=query, state=migration.state, t_split=migration.t_split)
-            self._record(migration.to(FAILED, migration.t_split or 0.0, note))
-            return
-        old = self._old.pop(query)
-        self._since.pop(query, None)
+        else:
+            old = self._old.pop(query)
+            self._since.pop(query, None)
+            if unstarted:
+                done = not old.query.isActive or self._old_done(query, self.manager.get(query).spec.streams, migration, old)[0]
+                self.manager.end_run(old, keep_checkpoint=True)
+                self._stopped_at.pop(query, None)
+                note = (f"timed out: the new plan's run did not start again from its checkpoint {migration.facts['new_checkpoint']} "
+                        f"{limit}; no run answers from T_split on until the query runs from that checkpoint again (kept, "
+                        "with the old run's); the old plan " + ("had emitted everything before T_split" if done else
+                                                                 "is stopped, its results before T_split not emitted by then lost"))
+            else:
+                self.manager.end_run(old)
+                if self._stopped_at.pop(query, None) is not None:  # the old plan was done and stopped; the new run is behind
+                    note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in "
+                            "event time); the old plan had emitted everything before T_split and stopped, the new one goes on")
+                else:
+                    note = (f"timed out: the old plan's watermark did not pass T_split {limit}; it was stopped, its results "
+                            "before T_split not emitted by then are lost, the new plan answers from T_split on")
         self._overdue.discard(query)
         self._restarts.discard(query)
-        if unstarted:
-            done = not old.query.isActive or self._old_done(query, self.manager.get(query).spec.streams, migration, old)[0]
-            self.manager.end_run(old, keep_checkpoint=True)
-            self._stopped_at.pop(query, None)
-            note = (f"timed out: the new plan's run did not start again from its checkpoint {migration.facts['new_checkpoint']} "
-                    f"{limit}; no run answers from T_split on until the query runs from that checkpoint again (kept, "
-                    "with the old run's); the old plan " + ("had emitted everything before T_split" if done else
-                                                             "is stopped, its results before T_split not emitted by then lost"))
-        else:
-            self.manager.end_run(old)
-            if self._stopped_at.pop(query, None) is not None:  # the old plan was done and stopped; the new run is behind
-                note = (f"timed out: the new plan did not read past T_split {limit} (its source did not advance in "
-                        "event time); the old plan had emitted everything before T_split and stopped, the new one goes on")
-            else:
-                note = (f"timed out: the old plan's watermark did not pass T_split {limit}; it was stopped, its results "
-                        "before T_split not emitted by then are lost, the new plan answers from T_split on")
         self.log.error("genmig_timeout", query=query, state=migration.state, t_split=migration.t_split)
         self._record(migration.to(FAILED, migration.t_split or 0.0, note))
 
