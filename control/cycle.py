@@ -39,7 +39,7 @@ from armd.policies.forecast import RateHistory
 from armd.policies.guardrails import Guarded, Running, guard
 from armd.policies.join_order import JoinOrderState, JoinStats
 from armd.policies.join_order import decide as decide_join_order
-from armd.policies.problem import Problem
+from armd.policies.problem import Bounds, Problem
 from armd.policies.ramp import Trend
 from armd.policies.staging import Staging
 from armd.policies.trajectory import predict
@@ -53,7 +53,7 @@ from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluate
                     longest_window, same_settings, settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .desired import TransientMemory, stage_changes, staged_events
-from .pricing import concentrate_cuts, hold_small_cuts, price, transient_fit
+from .pricing import concentrate_cuts, hold_small_cuts, keep_pending_cuts, price, transient_fit
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
@@ -569,7 +569,8 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         fitted, again = price(setup, problem, fitted, running, snapshot.running, stream_d)
         # a growth held whole is no longer the change priced before: its record must not say it goes through
         priced = {**{q: p for q, p in priced.items() if q not in fitted.fitted}, **again}
-    guarded = fitted
+    guarded = keep_pending_cuts(problem, fitted, running, _pending(problem, snapshot), stream_d,
+                                _measured_over(state, setup.bounds))
     ramp_stage = None
     if live and running is not None:
         guarded, ramp_stage = staged_cuts(problem, bounds, guarded, running, stream_d, _lag(setup, problem), now, frozenset(rising),
@@ -658,6 +659,21 @@ def _falling(setup: Setup, problem: Problem, snapshot: Snapshot, state: CycleSta
     fell = state.feedback.fell_at
     since = {q: max((fell.get(s, -math.inf) for s in _streams(setup.plan, q)), default=-math.inf) for q in problem.queries}
     return bool(_within_window(setup, problem, snapshot, now, since).any())
+
+
+def _pending(problem: Problem, snapshot: Snapshot) -> tuple[np.ndarray, np.ndarray] | None:
+    """The fractions last asked for, where they are not in force yet (the in-force fractions elsewhere); None when
+    nothing waits."""
+    waiting = {q: d.settings for q, d in snapshot.desired.items()
+               if q in snapshot.running and not same_settings(snapshot.running[q], d.settings)}
+    if not waiting:
+        return None
+    return fractions_of(problem, {**snapshot.running, **waiting})
+
+
+def _measured_over(state: CycleState, bounds: Bounds) -> bool:
+    """Whether the state last measured (both plans' state of a migration included) is over the memory bound."""
+    return state.feedback.measured_total is not None and state.feedback.measured_total > bounds.memory
 
 
 def _running(problem: Problem, snapshot: Snapshot) -> Running | None:

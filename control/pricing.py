@@ -146,6 +146,36 @@ def hold_small_cuts(problem: Problem, bounds: Bounds, guarded: Guarded, running:
     return replace(guarded, fw=fw, fg=fg, outcome=outcome)
 
 
+def keep_pending_cuts(problem: Problem, guarded: Guarded, running: Running | None, pending: tuple[np.ndarray, np.ndarray] | None,
+                      stream_d: np.ndarray, over: bool) -> Guarded:
+    """While the measured state is over the bound, a cut decided before and not in force yet is not taken back.
+
+    A cut waits while its query still migrates; decisions go on meanwhile, and the policy's optimum may move
+    the burst's cut from one query to another as the estimates change by a few per cent (the s38 fleet run:
+    `views_per_page` 14.9 → 5.7 → 5.4 → 13.2 → 4.1 s in 9 s while `views_per_ad` went 13.4 → 4.2 → 13.4 → 4.0 s),
+    so the deep cut each query needs is asked for, withdrawn and asked for again, and comes late. Here each query
+    with a pending cut (``pending``: the fractions last asked for, where the model puts less state than in force —
+    a window cut may come with a finer slide) keeps that cut when this decision would hold more of its state. It
+    only lowers the state, so the decision still fits what it fitted; the QoS given up comes back by growth once
+    the state is under the bound.
+    """
+    if not over or running is None or pending is None:
+        return guarded
+    fw_pending, fg_pending = pending
+    waiting = (fw_pending != running.fw) | (fg_pending != running.fg)
+    # at this decision's drop rates throughout: whether a query's state is cut is asked of its window and slide
+    in_force = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=guarded.fd).query_memory
+    asked = problem.evaluate(fw_pending, fg_pending, stream_d, with_qos=False, fd=guarded.fd).query_memory
+    taken_back = waiting & (asked < in_force) & (guarded.outcome.query_memory > asked)
+    if not taken_back.any():
+        return guarded
+    fw = np.where(taken_back, fw_pending, guarded.fw)
+    fg = np.where(taken_back, fg_pending, guarded.fg)
+    kept = tuple(q for q, k in zip(problem.queries, taken_back) if k)
+    return replace(guarded, fw=fw, fg=fg, outcome=problem.evaluate(fw, fg, stream_d, fd=guarded.fd), kept=kept,
+                   limited=tuple(q for q in guarded.limited if q not in kept), forced=tuple(q for q in guarded.forced if q not in kept))
+
+
 CONCENTRATE_MAX_CUTS = 16
 """Decisions cutting more queries are left as they are: there one migration's transient is a small share of the bound,
 and every try evaluates every query (at 1,000 queries cut by a burst, trying every cut took the decision to 3 s)."""

@@ -79,6 +79,7 @@ def decision_record(
             "limited": list(guarded.limited),
             "forced": list(guarded.forced),
             "fitted": list(guarded.fitted),
+            "kept": list(guarded.kept),
             "proposed_weighted_qos": float(decision.weighted_qos),
             "bounds_hold_at": trajectory.bounds_hold_at if trajectory else None,
             "staging": staging.as_json(),
@@ -92,6 +93,8 @@ def decision_record(
 
 def guardrail_note(query: str, guarded: Guarded, cooling: set[str]) -> str | None:
     """What the guardrails did to ``query``'s proposal, in words (None: nothing)."""
+    if query in guarded.kept:
+        return "pending cut kept: the measured state is over the bound, so a cut still waiting is not taken back"
     if query in guarded.forced:
         return "forced: reduction applied despite the guardrails to keep the bounds"
     if query in guarded.limited:

@@ -73,6 +73,9 @@ class Guarded:
     fitted: tuple[str, ...] = ()
     """Queries whose growth was shortened, or held, so that its live migration's transient fits the memory bound
     (``control/pricing.transient_fit``)."""
+    kept: tuple[str, ...] = ()
+    """Queries kept at a cut decided before and not in force yet, which this decision would have taken back while the
+    measured state is over the bound (``control/pricing.keep_pending_cuts``)."""
 
 
 def guard(

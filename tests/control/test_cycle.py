@@ -386,3 +386,27 @@ weight = 100
                   Snapshot(AT, 20_000.0, running, changed_at=changed), make_id=ids())
     grown, capped = (t.changes["sum_a"][1].windows for t in (after, held))
     assert max(grown.values()) > max(capped.values()) > 5000.0
+
+
+def test_a_cut_still_waiting_is_kept_by_the_next_decision_while_the_measured_state_is_over_the_bound(tmp_path):
+    """A decision while a cut waits for its query's migration would take the cut back when the estimates allow
+    (here: the bounds doubled); while the measured state is over the bound it keeps it, and the record says so."""
+    setup, model, state = example(tmp_path, memory=100_000)
+    tick = first(setup, model, state)
+    running = {q: new for q, (_, new) in tick.changes.items()}
+    query = "clicks_per_view"
+    cut = replace(running[query], windows={n: w / 2 for n, w in running[query].windows.items()},
+                  fw=running[query].fw / 2)
+    pending = {query: replace(next(d for d in tick.desired if d.query == query), settings=cut, plan_version=2)}
+    roomy, model, _ = example(tmp_path, memory=200_000)
+
+    def decided(measured):
+        after = replace(tick.state, feedback=replace(tick.state.feedback, measured_total=measured))
+        return decide(roomy, model, after, Snapshot(AT, 100.0, running, changes=Changes(bounds=True), desired=pending))
+
+    under = decided(150_000.0)
+    assert under.decision.outputs["queries"][query]["applied"]["fw"] > cut.fw  # the cut is no longer needed
+    over = decided(250_000.0)
+    applied = over.decision.outputs["queries"][query]
+    assert applied["applied"]["fw"] <= cut.fw and applied["guardrail"].startswith("pending cut kept")
+    assert over.decision.outputs["kept"] == [query]

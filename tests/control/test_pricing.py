@@ -1,6 +1,7 @@
 """Pricing changes: a change the maximum step cut short is made whole when migrations are priced; a growth is taken
 only as far as its live migration's transient (old plan beside the new one) fits the usable bound; a small cut is
-taken back when the other cuts, deeper, make its room."""
+taken back when the other cuts, deeper, make its room; a cut still waiting is not taken back while the state is over
+the bound."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from armd.control.pricing import concentrate_cuts, hold_small_cuts, transient_fit, whole_steps
+from armd.control.pricing import concentrate_cuts, hold_small_cuts, keep_pending_cuts, transient_fit, whole_steps
 from armd.costmodel.plan import parse_plan
 from armd.policies.guardrails import Guardrails, Running, guard
 from armd.policies.migration_cost import Priced, genmig
@@ -118,3 +119,25 @@ def test_a_cut_freeing_less_than_its_new_plan_holds_waits_while_the_reserve_take
     big = Running(np.array([1.0]), np.zeros(1), np.array([0.0]))
     assert hold_small_cuts(p, Bounds(memory=float(at_run.total_memory) * 30, cpu=1e9), deep, big, None, live=True,
                            over=False) is deep  # frees more than its new plan holds
+
+
+def test_a_cut_still_waiting_is_not_taken_back_while_the_measured_state_is_over_the_bound():
+    """The s38 fleet run's flip: with two queries' cuts pending behind their migrations, the next decision moved the
+    burst's cut from one to the other (big back up, small down). While the state is over the bound, each keeps at
+    most its pending cut; a deeper cut and a query without a pending cut are left as decided, and so is everything
+    once the state is under the bound."""
+    p = two_queries()
+    running = Running(np.ones(2), np.zeros(2), np.array([0.0, 0.0]))
+    pending = (np.array([0.2, 1.0]), np.zeros(2))  # big's cut to 0.2 waits; small has nothing pending
+    decided = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.9, 0.3]), np.zeros(2), running, Guardrails(), now=100)
+    kept = keep_pending_cuts(p, decided, running, pending, None, over=True)
+    assert kept.fw.tolist() == [0.2, 0.3] and kept.kept == ("big",)
+    assert float(kept.outcome.total_memory) == float(p.evaluate(np.array([0.2, 0.3]), np.zeros(2)).total_memory)
+    assert float(kept.outcome.total_memory) < float(decided.outcome.total_memory)
+    assert keep_pending_cuts(p, decided, running, pending, None, over=False) is decided
+    assert keep_pending_cuts(p, decided, running, None, None, over=True) is decided
+    deeper = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.1, 0.3]), np.zeros(2), running, Guardrails(), now=100)
+    assert keep_pending_cuts(p, deeper, running, pending, None, over=True) is deeper
+    growth_pending = (np.array([1.0, 1.0]), np.zeros(2))  # nothing below what runs: no cut waits
+    low = Running(np.array([0.5, 1.0]), np.zeros(2), np.array([0.0, 0.0]))
+    assert keep_pending_cuts(p, decided, low, growth_pending, None, over=True) is decided
