@@ -673,14 +673,15 @@ class GenMigApplier:
         While running, the new run has not passed T_split, so it is dropped and the old run answers alone again —
         if it has dropped no result from T_split on (its filter is restored between two batches, as in ``supersede``).
         One that has (a join's old run that read past T_split on one input, the other idle) keeps the migration open
-        past its timeout, both runs going on, with one error line: dropping either run would lose results.
+        past its timeout, both runs going on, with one error line: dropping either run would lose results. An old run
+        that has stopped is given up as in a drain: the new run goes on from T_split.
         While draining, the new run owns everything from T_split on; the old run is stopped, and the results before
         T_split it had not emitted yet are lost — the note says so. A draining migration whose new run never started
         again (``resume``) keeps both checkpoints: no run answers from T_split on, and the note says so.
         """
         unstarted = query in self._restarts  # the new run never started again
         limit = f"within {self.timeout_seconds:g} s"
-        if migration.state == RUNNING:
+        if migration.state == RUNNING and self._old[query].query.isActive:
             refused = self._roll_back(query, migration)
             if refused is not None:
                 if query not in self._overdue:
@@ -696,7 +697,8 @@ class GenMigApplier:
             old = self._old.pop(query)
             self._since.pop(query, None)
             if unstarted:
-                done = not old.query.isActive or self._old_done(query, self.manager.get(query).spec.streams, migration, old)[0]
+                done = query in self._stopped_at or (old.query.isActive and
+                                                     self._old_done(query, self.manager.get(query).spec.streams, migration, old)[0])
                 self.manager.end_run(old, keep_checkpoint=True)
                 self._stopped_at.pop(query, None)
                 note = (f"timed out: the new plan's run did not start again from its checkpoint {migration.facts['new_checkpoint']} "

@@ -518,3 +518,27 @@ def test_a_running_migration_that_cannot_be_handed_back_stays_open_past_its_time
         monkeypatch.undo()
         applier.close()
         manager.stop_all()
+
+
+def test_a_running_migration_whose_old_run_stopped_is_given_up_to_the_new_run_at_its_timeout(spark,  # noqa: F811
+                                                                                           progress_listener,
+                                                                                           tmp_path_factory):
+    """An old run that stopped on its own (a crash) cannot take the query back: at the timeout the migration fails as
+    a drain does, and the new run goes on as the query's run, answering from T_split on."""
+    chosen = scenario("count per key: window")
+    manager, applier, transitions, start = running_past_migrate_at(spark, progress_listener, tmp_path_factory,
+                                                                   "old_died", chosen, MemorySink())
+    now = [0.0]
+    applier.clock = lambda: now[0]
+    try:
+        migrate_when_ready(applier, "old_died", chosen.params(chosen.new, start))
+        applier._old["old_died"].query.stop()
+        now[0] = applier.timeout_seconds + 1
+        applier.advance()
+        failed = transitions[-1]
+        assert failed.state == "failed" and "the new plan answers from T_split on" in failed.history[-1][2], failed.history
+        assert manager.get("old_died").running and str(manager.get("old_died").query.runId) == failed.facts["new_run"]
+        assert not applier.running_migrations()
+    finally:
+        applier.close()
+        manager.stop_all()
