@@ -469,9 +469,10 @@ class GenMigApplier:
         t_split, delay = float(migration.t_split), float(managed.params.extra.get("delay_seconds", 0.0))  # type: ignore[arg-type]
         emits = str(migration.facts.get("emits", "watermark"))
         new_runs = query not in self._restarts  # else its start failed: nothing of it runs
+        if not old.query.isActive:
+            return "the old run has stopped"
         old_latest = self._newest(old.query)
-        if not (old.query.isActive and old_latest is not None
-                and self._emits_nothing(old_latest, old.writer, t_split, delay, emits)):
+        if old_latest is None or not self._emits_nothing(old_latest, old.writer, t_split, delay, emits):
             return "the old run reached T_split"
         if new_runs and not self._emits_nothing(self._newest(managed.query), managed.writer, t_split, delay, emits):
             return "the new run reached T_split"
