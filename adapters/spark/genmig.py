@@ -472,18 +472,20 @@ class GenMigApplier:
         if not old.query.isActive:
             return "the old run has stopped"
         old_latest = self._newest(old.query)
-        if old_latest is None or not self._emits_nothing(old_latest, old.writer, t_split, delay, emits):
+        if old_latest is None or not self._emits_nothing_from(old_latest, old.writer, t_split, delay, emits):
             return "the old run reached T_split"
-        if new_runs and not self._emits_nothing(self._newest(managed.query), managed.writer, t_split, delay, emits):
+        if new_runs and not self._emits_nothing_from(self._newest(managed.query), managed.writer, t_split, delay, emits):
             return "the new run reached T_split"
         reference = str(migration.facts.get("reference_point", DEFAULT_REFERENCE_POINT))
         since = migration.facts.get("old_answers_from")
+        refused: str | None = None
         if new_runs:
             new_run = self.manager.hand_over(query)
             self.manager.end_run(new_run, keep_checkpoint=True)
-            stopped_clean = self._emits_nothing(self._newest(new_run.query), new_run.writer, t_split, delay, emits)
-        refused = (self._restore_old_filter(old, reference, since, t_split, delay, emits) if not new_runs or stopped_clean
-                   else "the new run reached T_split while it was being stopped")
+            if not self._emits_nothing_from(self._newest(new_run.query), new_run.writer, t_split, delay, emits):
+                refused = "the new run reached T_split while it was being stopped"
+        if refused is None:
+            refused = self._restore_old_filter(old, reference, since, t_split, delay, emits)
         if refused is not None:
             if new_runs:
                 self._restart_new_run(migration)
@@ -534,7 +536,7 @@ class GenMigApplier:
         read an element from T_split on, on any input."""
         for _ in range(SPLIT_ATTEMPTS):
             latest = self._newest(old.query)
-            if latest is None or not self._emits_nothing(latest, old.writer, t_split, delay, emits):
+            if latest is None or not self._emits_nothing_from(latest, old.writer, t_split, delay, emits):
                 return "the old run reached T_split"
             if old.writer.keep_from(reference_filter(reference, since, "new"),  # type: ignore[arg-type]
                                     latest.last_executed_batch + 1):
@@ -542,28 +544,25 @@ class GenMigApplier:
             time.sleep(SPLIT_RETRY_SECONDS)
         return f"the old run's batches outran armd {SPLIT_ATTEMPTS} times"
 
-    def _read_up_to(self, latest: ProgressRecord) -> float:
-        """The largest event time the run of ``latest`` has read in any batch so far (−inf: none yet)."""
+    def _read_up_to(self, latest: ProgressRecord) -> float | None:
+        """The largest event time the run of ``latest`` has read in any batch so far (None: none yet)."""
         maxima = [r.event_max.timestamp() for r in (*self._records(latest.run_id), latest) if r.event_max is not None]
-        return max(maxima, default=float("-inf"))
+        return max(maxima) if maxima else None
 
-    def _emits_nothing(self, latest: ProgressRecord | None, writer: Any, t_split: float, delay: float, emits: str) -> bool:
-        """``_emits_nothing_from`` for results out as the watermark passes them; for results out on arrival (``emits``
-        "arrival"), whether the run has read no element from ``t_split`` on, on any input, in any batch so far."""
-        if emits != "arrival" or latest is None:
-            return self._emits_nothing_from(latest, writer, t_split, delay)
-        last = writer.last_batch_id
-        return (last is None or last <= latest.last_executed_batch + 1) and self._read_up_to(latest) < t_split
-
-    def _emits_nothing_from(self, latest: ProgressRecord | None, writer: Any, t_split: float, delay: float) -> bool:
+    def _emits_nothing_from(self, latest: ProgressRecord | None, writer: Any, t_split: float, delay: float,
+                            emits: str = "watermark") -> bool:
         """Whether the run whose newest progress is ``latest`` has emitted nothing from ``t_split`` on, nor will in its
         next batch; a batch at its sink ``writer`` beyond that next one is not vouched for. A run without progress
-        yet is in its first batch at most, whose watermark is the initial one: nothing passes it."""
+        yet is in its first batch at most, whose watermark is the initial one: nothing passes it. Results out on
+        arrival (``emits``) are out as soon as the run has read an element from ``t_split`` on, on any input."""
         last = writer.last_batch_id
         if latest is None:
             return last is None or last <= 0
         if last is not None and last > latest.last_executed_batch + 1:
             return False
+        if emits == "arrival":
+            read = self._read_up_to(latest)
+            return read is None or read < t_split
         return emits_nothing_from(t_split, latest.watermark.timestamp() if latest.watermark is not None else None,
                                   latest.event_max.timestamp() if latest.event_max is not None else None, delay)
 
@@ -757,8 +756,7 @@ class GenMigApplier:
         ``armd-synthetic`` offsets name their stream; the other sources are taken in Spark's order, which is
         ``[managed.NAME] streams`` when given, else the order of ``params.extra["sources"]``.
         """
-        maxima = [r.event_max.timestamp() for r in (*self._records(record.run_id), record) if r.event_max is not None]
-        max_event = max(maxima) if maxima else None
+        max_event = self._read_up_to(record)
         named = {offset_stream(s.end_offset): s for s in record.sources if offset_stream(s.end_offset) is not None}
         others = [s for s in record.sources if offset_stream(s.end_offset) is None]
         order = [s for s in (streams or tuple(sources)) if s in sources and s not in named]

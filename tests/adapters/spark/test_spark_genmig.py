@@ -500,8 +500,8 @@ def test_a_running_migration_that_cannot_be_handed_back_stays_open_past_its_time
     try:
         migrate_when_ready(applier, "overdue_open", chosen.params(chosen.new, start))
         old_writer = applier._old["overdue_open"].writer
-        real = applier._emits_nothing
-        monkeypatch.setattr(applier, "_emits_nothing",
+        real = applier._emits_nothing_from
+        monkeypatch.setattr(applier, "_emits_nothing_from",
                             lambda latest, writer, *rest: writer is not old_writer and real(latest, writer, *rest))
         monkeypatch.setattr(applier, "_old_done", lambda *args: (False, None, "forced"))
         now[0] = applier.timeout_seconds + 1
