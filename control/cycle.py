@@ -47,6 +47,7 @@ from armd.policies.triggers import ArrivalTracker, RateTracker, TriggerRules, de
 
 from . import feedback
 from .forecasting import forecast_d, rising_streams
+from .held_state import HeldState
 from .ramp import deciding_bounds, drained_growths, grows, staged_cuts
 from .measured import MeasuredInputs
 from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluated_shares, fractions_of, key_match,
@@ -98,6 +99,8 @@ class CycleState:
     """The last observed rates per stream, for the forecast (kept only while forecasting is on)."""
     measured: MeasuredInputs = field(default_factory=MeasuredInputs)
     """Measured group models and bytes per state row per plan node, and those the model is built with."""
+    held: HeldState = field(default_factory=HeldState)
+    """Each admitted query's newest measured state: their sum is the fleet's (``control/held_state.py``)."""
     heralds: RateTracker = field(default_factory=RateTracker)
     """Per select or join run with heralds: the smoothed share of its evaluation work left (1 − the measured skip
     fraction, ``model.evaluated_shares``), and the share the model is built with."""
@@ -253,8 +256,10 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     arrived = {s.stream for s in observation.streams if s.rows > 0}
     watch, events = watch_streams(state.watch, at, model.stream_names, arrived, setup.stale_intervals, setup.observe_seconds)
     measured = {q.query: float(q.state_bytes) for q in observation.queries if q.state_bytes is not None and q.query in admitted}
+    held = state.held.observe(at, {q.query: (float(q.state_bytes), q.state_rows) for q in observation.queries
+                                   if q.query in measured}, admitted, setup.stale_intervals * setup.observe_seconds)
     if measured:
-        watch, over = watch_bound(watch, at, measured, setup.bounds.memory)
+        watch, over = watch_bound(watch, at, held.per_query(), setup.bounds.memory)
         # The estimate is the steady state: windows only hold it once they have been open for their size.
         # While a query migrates live, both plans hold state: no steady state to compare with either.
         # A window that saw its input rate step holds a mix of both rates, which the estimate (at the new
@@ -294,8 +299,9 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
             usable=setup.bounds.usable_memory, bound=setup.bounds.memory,
             cpu_measured=feedback.measured_cpu(observation, rules.time_unit_seconds) if rules.cpu else None,
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
-            settled=all(q in steady for q in measured), rows=_rows(observation, measured), filling=filling,
-            migrating=bool(migrating & set(measured)), stepped=calm - set(longest), projected=projected)
+            settled=all(q in steady for q in measured) and not migrating & set(held.reports),
+            total=held.total(), rows=held.rows(), filling=filling, migrating=bool(migrating & set(held.reports)),
+            stepped=calm - set(longest), projected=projected)
         unmeasured = frozenset(q for q, f in filling.items() if f < feedback.MIN_FILL
                                and (q not in loop.queries or loop.queries[q].memory_at is None))
         state = replace(state, feedback=replace(loop, stepped_at=stepped_at, fell_at=fell_at, at_step=at_step, prior=prior,
@@ -303,7 +309,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         events += checked
     inputs = state.measured.observe(plan, observation.queries, admitted, setup.time_unit_seconds)
     state = replace(state, rates=rates, selectivities=selectivities, heralds=heralds, pair_selectivities=pairs, estimate_over=estimate_over,
-                    watch=watch, history=history, measured=inputs)
+                    watch=watch, history=history, measured=inputs, held=held)
     return Observed(state, rows, measured, events)
 
 
@@ -350,12 +356,6 @@ def _streams(plan: Any, query: str) -> set[str]:
 
 def _joins(plan: Any, query: str) -> bool:
     return any(plan.nodes[n].op == "join" for n in plan.query_nodes(query))
-
-
-def _rows(observation: Observation, measured: Mapping[str, float]) -> int | None:
-    """The state rows behind the measured bytes, when every measured query counts them."""
-    counts = [q.state_rows for q in observation.queries if q.query in measured]
-    return sum(counts) if counts and all(c is not None for c in counts) else None
 
 
 # --- decide --------------------------------------------------------------------------------------

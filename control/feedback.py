@@ -166,13 +166,16 @@ def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: fl
             cpu_measured: Mapping[str, float] | None = None, cpu_estimated: Mapping[str, float] | None = None,
             settled: bool = False, rows: int | None = None, filling: Mapping[str, float] | None = None,
             migrating: bool = False, stepped: frozenset[str] | set[str] = frozenset(),
-            projected: Mapping[str, float] | None = None) -> tuple[FeedbackState, list[EventRecord]]:
+            projected: Mapping[str, float] | None = None, total: float | None = None) -> tuple[FeedbackState, list[EventRecord]]:
     """Fold one observation in: the ratios of steady queries, the measured total against the bounds, item 5's check.
 
     ``measured``/``estimated``: state bytes per admitted query (the raw model's
     estimate of the settings in force); ``settled``: every admitted query runs
     steadily (none migrates, all windows filled since their last change);
-    ``rows``: the state rows behind ``measured`` when the source counts them;
+    ``total``: the measured state of every admitted query, each its newest
+    report (``control/held_state.py``; default: the sum of ``measured``,
+    which may hold only the queries of the applications that reported this
+    time); ``rows``: the state rows behind ``total`` when the source counts them;
     ``filling``: per query that runs (not migrating) with windows still
     filling since its last change, the fraction filled; ``migrating``: some
     query holds both plans' state, so a total over the bound is (in part) a
@@ -209,7 +212,8 @@ def observe(state: FeedbackState, rules: FeedbackRules, *, at: datetime, now: fl
                 old = queries.get(q, QueryFeedback())
                 value = ratio if old.cpu_at is None else smoothed(old.cpu, ratio, now - old.cpu_at, rules.window)
                 queries[q] = replace(old, cpu=value, cpu_at=now)
-    total = float(sum(measured.values())) if measured else None
+    if total is None:
+        total = float(sum(measured.values())) if measured else None
     over = total is not None and total > usable + noise(total, rows) and not migrating
     over_since = (state.over_since if state.over_since is not None else now) if over else None
     state = replace(state, queries=queries, measured_total=total, over_since=over_since,

@@ -290,8 +290,8 @@ class Controller:
                 self._record("estimates", lambda: self.store.record_estimates(at, rows))
             self.metrics.estimates(observed.estimates)
         self.counters["observations"] += 1
-        if observed.measured:
-            self.metrics.measured(observed.measured)
+        if observed.measured:  # every query's newest report: applications report apart (control/held_state.py)
+            self.metrics.measured(observed.state.held.per_query())
         for event in observed.events:
             self._raise(event)
         if self.cpu_refit is not None and observation.batches:

@@ -12,6 +12,7 @@ Agg canvas: no display, no pyplot global state.
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import groupby
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -25,6 +26,7 @@ from matplotlib.dates import DateFormatter  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from armd.control.held_state import HeldState  # noqa: E402
 from armd.policies.problem import Bounds  # noqa: E402
 
 from .cpu import batch_seconds  # noqa: E402
@@ -61,13 +63,22 @@ def _by_query(rows: Sequence[Mapping[str, Any]], value: str) -> dict[str | None,
     return dict(grouped)
 
 
+STALE_SECONDS = 30.0
+"""A query's report counts in the measured total this long at most (the default of ``alerting.stale_intervals`` at
+one observation a second)."""
+
+
 def _measured_total(rows: Sequence[Mapping[str, Any]]) -> tuple[list[datetime], list[float]]:
-    totals: dict[datetime, float] = defaultdict(float)
-    for row in rows:
-        if row["state_bytes"] is not None:
-            totals[row["at"]] += row["state_bytes"]
-    times = sorted(totals)
-    return times, [totals[t] for t in times]
+    """At each report's time, every query's newest report summed: applications report at times of their own, so the
+    rows of one time are often one application's queries only (``control/held_state.py``)."""
+    reports = sorted((r for r in rows if r["state_bytes"] is not None and r["query"] is not None), key=lambda r: r["at"])
+    queries = {r["query"] for r in reports}
+    held, times, totals = HeldState(), [], []
+    for at, group in groupby(reports, key=lambda r: r["at"]):
+        held = held.observe(at, {r["query"]: (float(r["state_bytes"]), None) for r in group}, queries, STALE_SECONDS)
+        times.append(at)
+        totals.append(held.total() or 0.0)
+    return times, totals
 
 
 def _span(series: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[datetime, datetime] | None:

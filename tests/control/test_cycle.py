@@ -410,3 +410,21 @@ def test_a_cut_still_waiting_is_kept_by_the_next_decision_while_the_measured_sta
     applied = over.decision.outputs["queries"][query]
     assert applied["applied"]["fw"] <= cut.fw and applied["guardrail"].startswith("pending cut kept")
     assert over.decision.outputs["kept"] == [query]
+
+
+def test_the_measured_total_is_every_querys_newest_report_when_applications_report_apart(tmp_path):
+    """Agents report on rounds of their own: an observation holding one application's queries is not the fleet's state."""
+    setup, model, state = example(tmp_path, memory=100_000)
+    tick = first(setup, model, state)
+    running = {q: new for q, (_, new) in tick.changes.items()}
+    streams = [StreamStats("clicks", 200, 1.0, 200.0, 5.0), StreamStats("views", 25, 1.0, 25.0, 40.0)]
+    one = observe(setup, model, tick.state, Observation(AT, streams, [QueryMetrics("clicks_per_view", 10, 60_000)]),
+                  at=AT, now=1.0, running=running, changed_at={}, migrating=frozenset())
+    assert one.state.feedback.measured_total == 60_000 and not one.events
+    later = AT.replace(second=1)
+    two = observe(setup, model, one.state, Observation(later, streams, [QueryMetrics("big_orders", 10, 50_000)]),
+                  at=later, now=2.0, running=running, changed_at={}, migrating=frozenset())
+    assert two.measured == {"big_orders": 50_000.0}
+    assert two.state.feedback.measured_total == 110_000
+    exceeded = [e for e in two.events if e.kind == "bound_exceeded"]
+    assert len(exceeded) == 1 and exceeded[0].details["queries"] == {"clicks_per_view": 60_000.0, "big_orders": 50_000.0}

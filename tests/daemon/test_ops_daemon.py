@@ -23,7 +23,6 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -272,9 +271,13 @@ def test_the_report_draws_the_stored_series(ops_run: Any, tmp_path: Path) -> Non
         store.close()
     db = create_engine(ops_run["url"])
     with db.connect() as conn:
-        measured: dict[Any, float] = defaultdict(float)
-        for at, value in conn.execute(text("SELECT at, state_bytes FROM observations WHERE query IS NOT NULL AND state_bytes IS NOT NULL")):
-            measured[at] += value
+        # each query's newest report counts at every later time, for 30 s (the report's STALE_SECONDS)
+        newest: dict[str, tuple[Any, float]] = {}
+        measured: dict[Any, float] = {}
+        for at, query, value in conn.execute(text("SELECT at, query, state_bytes FROM observations "
+                                                  "WHERE query IS NOT NULL AND state_bytes IS NOT NULL ORDER BY at")):
+            newest[query] = (at, value)
+            measured[at] = sum(v for t, v in newest.values() if (at - t).total_seconds() <= 30)
         estimated = [r[0] for r in conn.execute(text(
             "SELECT memory_bytes FROM estimates WHERE query IS NULL AND decision_id IS NULL ORDER BY at, id"))]
         decisions = [r[0] for r in conn.execute(text("SELECT at FROM decisions ORDER BY at"))]

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from armd.daemon.report import BYTES, measured_busy, plot_cpu
+from armd.daemon.report import BYTES, measured_busy, plot_cpu, plot_memory_total
 from armd.policies.problem import Bounds
 
 T0 = datetime(2026, 11, 24, 5, 0, tzinfo=timezone.utc)
@@ -29,3 +29,14 @@ def test_the_cpu_plot_draws_estimate_and_measurement(tmp_path):
     drawn = plot_cpu(series, Bounds(memory=1e6, cpu=10.0), tmp_path / "cpu.png")
     assert drawn["q (measured busy)"][1] == pytest.approx([0.3, 0.3, 0.3]) and drawn["estimated total"][1] == [5.0] * 3
     assert (tmp_path / "cpu.png").stat().st_size > 10_000
+
+
+def test_the_measured_total_counts_each_querys_newest_report_when_applications_report_apart(tmp_path):
+    observations = [{"at": T0, "query": "shop", "state_bytes": 4_000}, {"at": T0, "query": None, "state_bytes": None},
+                    {"at": T0 + timedelta(seconds=1), "query": "ads", "state_bytes": 1_000},
+                    {"at": T0 + timedelta(seconds=2), "query": "shop", "state_bytes": 3_000},
+                    {"at": T0 + timedelta(seconds=40), "query": "ads", "state_bytes": 500}]
+    series = {"observations": observations, "estimates": [], "decisions": [], "migrations": [], "batches": []}
+    drawn = plot_memory_total(series, Bounds(memory=1e6, cpu=10.0), tmp_path / "memory_total.png")
+    times, values = drawn["measured"]
+    assert times == [T0 + timedelta(seconds=s) for s in (0, 1, 2, 40)] and values == [4_000, 5_000, 4_000, 500]
