@@ -245,6 +245,10 @@ class Agent:
         self.coordinator.report(ActualState(name, version, settings, "steady", at=self.clock()))
         self.log.info("query_started", app=self.app, query=name, plan_version=version, windows=dict(settings.windows),
                       granularity=settings.granularity, mode=self.mode, at_minimum=minimum)
+        instrumented = self.manager.get(name).instrumented
+        if instrumented is not None and instrumented.error is not None:  # e.g. over Spark Connect: no JVM to rewrite with
+            self.log.warning("query_not_instrumented", app=self.app, query=name, reason=instrumented.error,
+                             hint="it runs unmeasured: no measured selectivities or group counts, the plan's figures stand")
 
     def _resumed(self, name: str) -> bool:
         """Go on with the migration the application's last run left open (it died, or stopped, mid-way), if any.
