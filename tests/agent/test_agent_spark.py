@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -23,6 +22,7 @@ from sqlalchemy import func, select
 from support import REPO
 from support.spark import progress_listener, spark  # noqa: F401
 from support.store import store  # noqa: F401 - the fixture
+from support.user_scenario import UserScenario
 
 from armd.adapters.spark.managed import QueryManager
 from armd.adapters.spark.sinks import MemorySink
@@ -56,17 +56,6 @@ def declare(agent: Agent, name: str, start: float) -> Any:
                 .groupBy(F.window("event_time", s.window("w"), s.slide("w")), "key").agg(F.count(F.lit(1)).alias("n")))
 
     return agent.declared[name]
-
-
-@dataclass(frozen=True)
-class UserScenario(migration.Scenario):
-    """bench/migration.py's count scenario, built by the user's function instead of armd's builder."""
-
-    build: Any = None
-
-    @property
-    def builder(self) -> Any:
-        return self.build
 
 
 def collecting() -> tuple[list[dict], Any]:

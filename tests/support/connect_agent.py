@@ -22,13 +22,8 @@ through the same server.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +32,8 @@ sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE.parents[2] / "bench"))
 
 import migration  # noqa: E402
-from support.cluster import ConnectServer  # noqa: E402
-from support import connect_genmig  # noqa: E402
-from support.connect_genmig import ReadableParquetSink  # noqa: E402
-from support.migration_batches import longer_batches  # noqa: E402
+from support.connect_script import ReadableParquetSink, main  # noqa: E402
+from support.user_scenario import UserScenario  # noqa: E402
 
 from armd.agent.agent import KeywordLog  # noqa: E402
 
@@ -55,17 +48,6 @@ size = 24
 op = "aggregate"
 inputs = [{ op = "window", w = 12000, inputs = [{ op = "source", stream = "clicks" }] }]
 """
-
-
-@dataclass(frozen=True)
-class UserScenario(migration.Scenario):
-    """bench/migration.py's count scenario, built by the user's function instead of armd's builder."""
-
-    build: Any = None
-
-    @property
-    def builder(self) -> Any:
-        return self.build
 
 
 class WarningsKept(KeywordLog):
@@ -201,32 +183,5 @@ def _status(root: Path) -> str:
         store.close()
 
 
-def main() -> int:
-    root = Path(tempfile.mkdtemp(prefix="armd-connect-agent-"))
-    server = ConnectServer("local[2]", root).start()
-    try:
-        from pyspark import cloudpickle
-        from pyspark.sql import SparkSession
-
-        from armd.adapters.spark.source import register
-
-        spark = SparkSession.builder.remote(server.url).getOrCreate()
-        register(spark)
-        # the oracle's sink class is pickled into the server's Python, which has no ``support`` package to import
-        cloudpickle.register_pickle_by_value(connect_genmig)
-        with longer_batches():
-            found = run(spark, root)
-        spark.stop()
-    except Exception as exc:  # noqa: BLE001 - the test prints what failed, with the server's log
-        found = {"error": f"{type(exc).__name__}: {exc}", "log": server.log(30)}
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps(found, default=str))
-    return 0 if "error" not in found else 1
-
-
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    os._exit(code)  # not sys.exit: after a failure the Connect client's threads would keep the process alive
+    main("armd-connect-agent-", run)
