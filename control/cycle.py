@@ -54,7 +54,7 @@ from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluate
                     longest_window, same_settings, settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .desired import TransientMemory, stage_changes, staged_events
-from .pricing import concentrate_cuts, hold_small_cuts, keep_pending_cuts, price, transient_fit
+from .pricing import concentrate_cuts, cut_deep_while_over, hold_small_cuts, keep_pending_cuts, price, transient_fit
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
@@ -569,8 +569,10 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         fitted, again = price(setup, problem, fitted, running, snapshot.running, stream_d)
         # a growth held whole is no longer the change priced before: its record must not say it goes through
         priced = {**{q: p for q, p in priced.items() if q not in fitted.fitted}, **again}
-    guarded = keep_pending_cuts(problem, fitted, running, _pending(problem, snapshot), stream_d,
-                                _measured_over(state, setup.bounds))
+    over = _measured_over(state, setup.bounds)
+    guarded = keep_pending_cuts(problem, fitted, running, _pending(problem, snapshot), stream_d, over)
+    guarded = cut_deep_while_over(problem, guarded, running, stream_d, _stepped_up(setup, problem, snapshot, state, now),
+                                  over, live)
     ramp_stage = None
     if live and running is not None:
         guarded, ramp_stage = staged_cuts(problem, bounds, guarded, running, stream_d, _lag(setup, problem), now, frozenset(rising),
@@ -659,6 +661,14 @@ def _falling(setup: Setup, problem: Problem, snapshot: Snapshot, state: CycleSta
     fell = state.feedback.fell_at
     since = {q: max((fell.get(s, -math.inf) for s in _streams(setup.plan, q)), default=-math.inf) for q in problem.queries}
     return bool(_within_window(setup, problem, snapshot, now, since).any())
+
+
+def _stepped_up(setup: Setup, problem: Problem, snapshot: Snapshot, state: CycleState, now: float) -> np.ndarray:
+    """Per query, True while a stream it reads stepped *up* (its last step) less than its window in force (+ lag) ago."""
+    stepped, fell = state.feedback.stepped_at, state.feedback.fell_at
+    up = {s: t for s, t in stepped.items() if t > fell.get(s, -math.inf)}
+    since = {q: max((up.get(s, -math.inf) for s in _streams(setup.plan, q)), default=-math.inf) for q in problem.queries}
+    return _within_window(setup, problem, snapshot, now, since)
 
 
 def _pending(problem: Problem, snapshot: Snapshot) -> tuple[np.ndarray, np.ndarray] | None:

@@ -176,6 +176,34 @@ def keep_pending_cuts(problem: Problem, guarded: Guarded, running: Running | Non
                    limited=tuple(q for q in guarded.limited if q not in kept), forced=tuple(q for q in guarded.forced if q not in kept))
 
 
+def cut_deep_while_over(problem: Problem, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
+                        stepped_up: np.ndarray, over: bool, live: bool) -> Guarded:
+    """While the measured state is over the bound, a query whose input rate stepped up is cut to its minimum window.
+
+    Where the sources do not replay, a GenMig cut lasts its new window + the watermark delay + the application's lag
+    (T_split lies the new window past the position), and all that time the old plan holds its whole state, which the
+    faster rate keeps filling, beside the new plan's. So the depth of the cut sets how soon the state is back under
+    the bound: in the s38 fleet run a count whose rate quadrupled was cut 16 → 13.2 s, a migration of 25 s that put
+    13 s of the new rate's state beside the old 16 s, and the deep cut the bound needed a few decisions later could
+    no longer supersede it (its old run had read past T_split) and waited for it. A cut to the minimum ends soonest
+    and adds the least. Only queries reading a stream whose rate stepped up (``stepped_up``) and only cuts (their
+    model state falls): the others keep the decided setting, and the QoS given up comes back by growth once the
+    state is under the bound (``transient_fit``). The window alone goes to its minimum; the granularity stays as
+    decided. Changes made in place (``live`` false) hold no two plans and are left alone.
+    """
+    if not over or not live or running is None or not stepped_up.any():
+        return guarded
+    old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
+    changed = (guarded.fw != running.fw) | (guarded.fg != running.fg)
+    deepened = stepped_up & changed & (guarded.outcome.query_memory < old) & (guarded.fw > 0)
+    if not deepened.any():
+        return guarded
+    fw = np.where(deepened, 0.0, guarded.fw)
+    names = tuple(q for q, d in zip(problem.queries, deepened) if d)
+    return replace(guarded, fw=fw, outcome=problem.evaluate(fw, guarded.fg, stream_d, fd=guarded.fd), deepened=names,
+                   limited=tuple(q for q in guarded.limited if q not in names))
+
+
 CONCENTRATE_MAX_CUTS = 16
 """Decisions cutting more queries are left as they are: there one migration's transient is a small share of the bound,
 and every try evaluates every query (at 1,000 queries cut by a burst, trying every cut took the decision to 3 s)."""

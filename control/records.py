@@ -80,6 +80,7 @@ def decision_record(
             "forced": list(guarded.forced),
             "fitted": list(guarded.fitted),
             "kept": list(guarded.kept),
+            "deepened": list(guarded.deepened),
             "proposed_weighted_qos": float(decision.weighted_qos),
             "bounds_hold_at": trajectory.bounds_hold_at if trajectory else None,
             "staging": staging.as_json(),
@@ -93,6 +94,9 @@ def decision_record(
 
 def guardrail_note(query: str, guarded: Guarded, cooling: set[str]) -> str | None:
     """What the guardrails did to ``query``'s proposal, in words (None: nothing)."""
+    if query in guarded.deepened:
+        return ("cut to the minimum window: its input rate stepped up while the measured state is over the bound, and "
+                "a deeper cut ends its migration sooner")
     if query in guarded.kept:
         return "pending cut kept: the measured state is over the bound, so a cut still waiting is not taken back"
     if query in guarded.forced:

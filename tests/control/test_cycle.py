@@ -428,3 +428,29 @@ def test_the_measured_total_is_every_querys_newest_report_when_applications_repo
     assert two.state.feedback.measured_total == 110_000
     exceeded = [e for e in two.events if e.kind == "bound_exceeded"]
     assert len(exceeded) == 1 and exceeded[0].details["queries"] == {"clicks_per_view": 60_000.0, "big_orders": 50_000.0}
+
+
+def test_while_the_measured_state_is_over_a_cut_of_a_query_whose_rate_stepped_up_goes_to_its_minimum_window(tmp_path):
+    """Live migrations (GenMig): with the measured state over the bound and the rate of ``clicks`` stepped up a moment
+    ago, the cut the tighter bound needs of ``clicks_per_view`` goes to its minimum window, and the record says why;
+    without the step, or after a step of a stream it does not read, it is the decided cut."""
+    setup, model, state = example(tmp_path, memory=100_000)
+    live = replace(setup.migration, strategy="genmig", timings={q: (2.0, 1.0) for q in QUERIES})
+    tick = first(replace(setup, migration=live), model, state)
+    running = {q: new for q, (_, new) in tick.changes.items()}
+    tight, model, _ = example(tmp_path, memory=70_000)
+    tight = replace(tight, migration=live)
+
+    def decided(stepped_at):
+        feedback = replace(tick.state.feedback, measured_total=90_000.0, stepped_at=stepped_at)
+        return decide(tight, model, replace(tick.state, feedback=feedback),
+                      Snapshot(AT, 100.0, running, changes=Changes(bounds=True))).decision.outputs
+
+    for unrelated in ({}, {"orders": 99.0}):
+        plain = decided(unrelated)
+        assert 0 < plain["queries"]["clicks_per_view"]["applied"]["fw"] < running["clicks_per_view"].fw
+        assert plain["deepened"] == []
+    stepped = decided({"clicks": 99.0})
+    deep = stepped["queries"]["clicks_per_view"]
+    assert deep["applied"]["fw"] == 0.0 and deep["guardrail"].startswith("cut to the minimum window")
+    assert stepped["deepened"] == ["clicks_per_view"]

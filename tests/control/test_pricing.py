@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from armd.control.pricing import concentrate_cuts, hold_small_cuts, keep_pending_cuts, transient_fit, whole_steps
+from armd.control.pricing import (concentrate_cuts, cut_deep_while_over, hold_small_cuts, keep_pending_cuts, transient_fit,
+                                 whole_steps)
 from armd.costmodel.plan import parse_plan
 from armd.policies.guardrails import Guardrails, Running, guard
 from armd.policies.migration_cost import Priced, genmig
@@ -141,3 +142,22 @@ def test_a_cut_still_waiting_is_not_taken_back_while_the_measured_state_is_over_
     growth_pending = (np.array([1.0, 1.0]), np.zeros(2))  # nothing below what runs: no cut waits
     low = Running(np.array([0.5, 1.0]), np.zeros(2), np.array([0.0, 0.0]))
     assert keep_pending_cuts(p, decided, low, growth_pending, None, over=True) is decided
+
+
+def test_while_the_measured_state_is_over_a_cut_of_a_query_whose_rate_stepped_up_goes_to_its_minimum_window():
+    """The s38 fleet run's first cut of the burst was 16 → 13.2 s: a GenMig migration of 25 s holding the old plan's state
+    beside 13 s of the new rate's. While the measured state is over the bound, the cut of a query whose input stepped up
+    goes to the minimum window (its migration ends soonest and adds least); the other query keeps its decided cut, a
+    growth is left alone, and nothing changes once the state is under the bound or when changes are made in place."""
+    p = two_queries()
+    running = Running(np.ones(2), np.zeros(2), np.array([0.0, 0.0]))
+    decided = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.8, 0.7]), np.zeros(2), running, Guardrails(), now=100)
+    stepped_up = np.array([True, False])
+    deep = cut_deep_while_over(p, decided, running, None, stepped_up, over=True, live=True)
+    assert deep.fw.tolist() == [0.0, 0.7] and deep.deepened == ("big",)
+    assert float(deep.outcome.total_memory) == float(p.evaluate(np.array([0.0, 0.7]), np.zeros(2)).total_memory)
+    assert cut_deep_while_over(p, decided, running, None, stepped_up, over=False, live=True) is decided
+    assert cut_deep_while_over(p, decided, running, None, stepped_up, over=True, live=False) is decided
+    assert cut_deep_while_over(p, decided, running, None, np.array([False, False]), over=True, live=True) is decided
+    low = Running(np.array([0.5, 1.0]), np.zeros(2), np.array([0.0, 0.0]))  # big grows 0.5 → 0.8: not a cut
+    assert cut_deep_while_over(p, decided, low, None, stepped_up, over=True, live=True) is decided
