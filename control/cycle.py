@@ -572,7 +572,7 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
     over = _measured_over(state, setup.bounds)
     guarded = keep_pending_cuts(problem, fitted, running, _pending(problem, snapshot), stream_d, over)
     guarded = cut_deep_while_over(problem, guarded, running, stream_d, _stepped_up(setup, problem, snapshot, state, now),
-                                  over, live)
+                                  over, live, rails.hysteresis)
     ramp_stage = None
     if live and running is not None:
         guarded, ramp_stage = staged_cuts(problem, bounds, guarded, running, stream_d, _lag(setup, problem), now, frozenset(rising),

@@ -177,7 +177,7 @@ def keep_pending_cuts(problem: Problem, guarded: Guarded, running: Running | Non
 
 
 def cut_deep_while_over(problem: Problem, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
-                        stepped_up: np.ndarray, over: bool, live: bool) -> Guarded:
+                        stepped_up: np.ndarray, over: bool, live: bool, hysteresis: float = 0.0) -> Guarded:
     """While the measured state is over the bound, a query whose input rate stepped up is cut to its minimum window.
 
     Where the sources do not replay, a GenMig cut lasts its new window + the watermark delay + the application's lag
@@ -189,13 +189,15 @@ def cut_deep_while_over(problem: Problem, guarded: Guarded, running: Running | N
     and adds the least. Only queries reading a stream whose rate stepped up (``stepped_up``) and only cuts (their
     model state falls): the others keep the decided setting, and the QoS given up comes back by growth once the
     state is under the bound (``transient_fit``). The window alone goes to its minimum; the granularity stays as
-    decided. Changes made in place (``live`` false) hold no two plans and are left alone.
+    decided. A cut already within the guardrails' ``hysteresis`` of the minimum keeps its setting (were it a cut
+    still waiting, moving it would be one more migration for a sliver). Changes made in place (``live`` false) hold
+    no two plans and are left alone.
     """
     if not over or not live or running is None or not stepped_up.any():
         return guarded
     old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
     changed = (guarded.fw != running.fw) | (guarded.fg != running.fg)
-    deepened = stepped_up & changed & (guarded.outcome.query_memory < old) & (guarded.fw > 0)
+    deepened = stepped_up & changed & (guarded.outcome.query_memory < old) & (guarded.fw > max(hysteresis, 0.0))
     if not deepened.any():
         return guarded
     fw = np.where(deepened, 0.0, guarded.fw)

@@ -161,3 +161,5 @@ def test_while_the_measured_state_is_over_a_cut_of_a_query_whose_rate_stepped_up
     assert cut_deep_while_over(p, decided, running, None, np.array([False, False]), over=True, live=True) is decided
     low = Running(np.array([0.5, 1.0]), np.zeros(2), np.array([0.0, 0.0]))  # big grows 0.5 → 0.8: not a cut
     assert cut_deep_while_over(p, decided, low, None, stepped_up, over=True, live=True) is decided
+    near = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.05, 0.7]), np.zeros(2), running, Guardrails(), now=100)
+    assert cut_deep_while_over(p, near, running, None, stepped_up, over=True, live=True, hysteresis=0.1) is near  # a sliver
