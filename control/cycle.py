@@ -256,7 +256,7 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
     arrived = {s.stream for s in observation.streams if s.rows > 0}
     watch, events = watch_streams(state.watch, at, model.stream_names, arrived, setup.stale_intervals, setup.observe_seconds)
     measured = {q.query: float(q.state_bytes) for q in observation.queries if q.state_bytes is not None and q.query in admitted}
-    held = state.held.observe(at, {q.query: (float(q.state_bytes), q.state_rows) for q in observation.queries
+    held = state.held.observe(at, {q.query: (measured[q.query], q.state_rows) for q in observation.queries
                                    if q.query in measured}, admitted, setup.stale_intervals * setup.observe_seconds)
     if measured:
         watch, over = watch_bound(watch, at, held.per_query(), setup.bounds.memory)
@@ -294,13 +294,14 @@ def observe(setup: Setup, model: Model, state: CycleState, observation: Observat
         watch, off = watch_estimates(watch, at, measured, estimated, setup.estimate_factor, steady)
         events += over + off
         rules = setup.feedback
+        fleet_migrating = bool(migrating & set(held.reports))
         loop, checked = feedback.observe(
             state.feedback, rules, at=at, now=now, measured=measured, estimated=estimated, steady=steady,
             usable=setup.bounds.usable_memory, bound=setup.bounds.memory,
             cpu_measured=feedback.measured_cpu(observation, rules.time_unit_seconds) if rules.cpu else None,
             cpu_estimated={r.query: r.cpu for r in rows if r.query is not None},
-            settled=all(q in steady for q in measured) and not migrating & set(held.reports),
-            total=held.total(), rows=held.rows(), filling=filling, migrating=bool(migrating & set(held.reports)),
+            settled=all(q in steady for q in measured) and not fleet_migrating,
+            total=held.total(), rows=held.rows(), filling=filling, migrating=fleet_migrating,
             stepped=calm - set(longest), projected=projected)
         unmeasured = frozenset(q for q, f in filling.items() if f < feedback.MIN_FILL
                                and (q not in loop.queries or loop.queries[q].memory_at is None))
@@ -658,16 +659,22 @@ def _draining(setup: Setup, problem: Problem, snapshot: Snapshot, now: float) ->
 def _falling(setup: Setup, problem: Problem, snapshot: Snapshot, state: CycleState, now: float) -> bool:
     """Whether some query's measured state is draining: a stream it reads stepped down less than its window in force
     (+ lag) ago, so its windows still hold state of the faster rate that goes away by itself."""
-    fell = state.feedback.fell_at
-    since = {q: max((fell.get(s, -math.inf) for s in _streams(setup.plan, q)), default=-math.inf) for q in problem.queries}
-    return bool(_within_window(setup, problem, snapshot, now, since).any())
+    return bool(_stream_stepped_within_window(setup, problem, snapshot, now, state.feedback.fell_at).any())
 
 
 def _stepped_up(setup: Setup, problem: Problem, snapshot: Snapshot, state: CycleState, now: float) -> np.ndarray:
     """Per query, True while a stream it reads stepped *up* (its last step) less than its window in force (+ lag) ago."""
     stepped, fell = state.feedback.stepped_at, state.feedback.fell_at
     up = {s: t for s, t in stepped.items() if t > fell.get(s, -math.inf)}
-    since = {q: max((up.get(s, -math.inf) for s in _streams(setup.plan, q)), default=-math.inf) for q in problem.queries}
+    return _stream_stepped_within_window(setup, problem, snapshot, now, up)
+
+
+def _stream_stepped_within_window(setup: Setup, problem: Problem, snapshot: Snapshot, now: float,
+                                  stepped_at: Mapping[str, float]) -> np.ndarray:
+    """Per query, True while a stream it reads stepped (``stepped_at``: stream → model time) less than its window in
+    force (+ lag) ago."""
+    since = {q: max((stepped_at.get(s, -math.inf) for s in _streams(setup.plan, q)), default=-math.inf)
+             for q in problem.queries}
     return _within_window(setup, problem, snapshot, now, since)
 
 

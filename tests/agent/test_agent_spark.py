@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -22,6 +21,7 @@ from sqlalchemy import func, select
 from support import REPO
 from support.spark import progress_listener, spark  # noqa: F401
 from support.store import store  # noqa: F401 - the fixture
+from support.polling import wait
 from support.user_scenario import UserScenario
 
 from armd.adapters.spark.managed import QueryManager
@@ -74,15 +74,6 @@ def desired(version: int, window: float, slide: float, *, recommend_only: bool =
     """A row as the control cycle writes it (model unit: 1 s in these tests)."""
     return DesiredSettings(QUERY, version, QuerySettings(1.0, 1.0, {f"{QUERY}.w": window}, slide, 0.9),
                            recommend_only=recommend_only, decision_id=f"d{version}", at=now())
-
-
-def wait(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def test_an_application_registers_reports_and_migrates_by_genmig_exactly(spark, progress_listener, store, tmp_path):  # noqa: F811

@@ -23,7 +23,6 @@ through the same server.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ sys.path.insert(0, str(HERE.parents[2] / "bench"))
 
 import migration  # noqa: E402
 from support.connect_script import ReadableParquetSink, main  # noqa: E402
+from support.polling import wait  # noqa: E402
 from support.user_scenario import UserScenario  # noqa: E402
 
 from armd.agent.agent import KeywordLog  # noqa: E402
@@ -67,15 +67,6 @@ def parquet_rows(root: Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     return [row for part in sorted(root.glob("batch=*/*.parquet")) for row in pq.read_table(part).to_pylist()]
-
-
-def wait(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def run(spark: Any, root: Path) -> dict[str, Any]:
