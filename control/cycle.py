@@ -54,7 +54,7 @@ from .model import (Model, Setup, build_model, drops_of, estimate_rows, evaluate
                     longest_window, same_settings, settings_of)
 from .ports import DecisionRecord, DesiredSettings, EstimateRow, EventRecord, Observation, QuerySettings
 from .desired import TransientMemory, stage_changes, staged_events
-from .pricing import concentrate_cuts, cut_deep_while_over, hold_small_cuts, keep_pending_cuts, price, transient_fit
+from .pricing import concentrate_cuts, cut_deep_on_step, hold_small_cuts, keep_pending_cuts, price, transient_fit
 from .records import decision_record, json_safe, new_id
 from .watchers import WatchState, watch_bound, watch_estimates, watch_streams
 
@@ -572,8 +572,8 @@ def _decide(setup: Setup, model: Model, state: CycleState, snapshot: Snapshot, d
         priced = {**{q: p for q, p in priced.items() if q not in fitted.fitted}, **again}
     over = _measured_over(state, setup.bounds)
     guarded = keep_pending_cuts(problem, fitted, running, _pending(problem, snapshot), stream_d, over)
-    guarded = cut_deep_while_over(problem, guarded, running, stream_d, _stepped_up(setup, problem, snapshot, state, now),
-                                  over, live, rails.hysteresis)
+    guarded = cut_deep_on_step(problem, guarded, running, stream_d, _stepped_up(setup, problem, snapshot, state, now),
+                               over, live, rails.hysteresis)
     ramp_stage = None
     if live and running is not None:
         guarded, ramp_stage = staged_cuts(problem, bounds, guarded, running, stream_d, _lag(setup, problem), now, frozenset(rising),

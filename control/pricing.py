@@ -176,9 +176,10 @@ def keep_pending_cuts(problem: Problem, guarded: Guarded, running: Running | Non
                    limited=tuple(q for q in guarded.limited if q not in kept), forced=tuple(q for q in guarded.forced if q not in kept))
 
 
-def cut_deep_while_over(problem: Problem, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
-                        stepped_up: np.ndarray, over: bool, live: bool, hysteresis: float = 0.0) -> Guarded:
-    """While the measured state is over the bound, a query whose input rate stepped up is cut to its minimum window.
+def cut_deep_on_step(problem: Problem, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
+                     stepped_up: np.ndarray, over: bool, live: bool, hysteresis: float = 0.0) -> Guarded:
+    """A cut of a query whose input rate stepped up goes to its minimum window while the measured state is over the
+    bound, or when the decided cut frees less than its migration holds.
 
     Where the sources do not replay, a GenMig cut lasts its new window + the watermark delay + the application's lag
     (T_split lies the new window past the position), and all that time the old plan holds its whole state, which the
@@ -186,18 +187,27 @@ def cut_deep_while_over(problem: Problem, guarded: Guarded, running: Running | N
     the bound: in the s38 fleet run a count whose rate quadrupled was cut 16 → 13.2 s, a migration of 25 s that put
     13 s of the new rate's state beside the old 16 s, and the deep cut the bound needed a few decisions later could
     no longer supersede it (its old run had read past T_split) and waited for it. A cut to the minimum ends soonest
-    and adds the least. Only queries reading a stream whose rate stepped up (``stepped_up``) and only cuts (their
-    model state falls): the others keep the decided setting, and the QoS given up comes back by growth once the
-    state is under the bound (``transient_fit``). The window alone goes to its minimum; the granularity stays as
-    decided. A cut already within the guardrails' ``hysteresis`` of the minimum keeps its setting (were it a cut
-    still waiting, moving it would be one more migration for a sliver). Changes made in place (``live`` false) hold
-    no two plans and are left alone.
+    and adds the least. Two cases make it (only for queries reading a stream whose rate stepped up, ``stepped_up``):
+
+    - the measured state is over the bound (``over``): every cut counts, and the shallow ones come last;
+    - the decided cut frees less state than its new plan holds (a sliver such as 16 → 15.5 s): the decision right
+      after a step measures the rate half-way up it, so the cut the bound needs is under-estimated and a deeper one
+      follows, which waits behind this one's migration (the s40 fleet run: that sliver held both plans of a count
+      for 22 s of the burst, and set when the state was back under the bound).
+
+    Only cuts (the model state falls); the others keep the decided setting, and the QoS given up comes back by growth
+    once the rate has settled and the state is under the bound (``transient_fit``). The window alone goes to its
+    minimum; the granularity stays as decided. A cut already within the guardrails' ``hysteresis`` of the minimum
+    keeps its setting (were it a cut still waiting, moving it would be one more migration for a sliver). Changes
+    made in place (``live`` false) hold no two plans and are left alone.
     """
-    if not over or not live or running is None or not stepped_up.any():
+    if not live or running is None or not stepped_up.any():
         return guarded
     old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
+    new = guarded.outcome.query_memory
     changed = (guarded.fw != running.fw) | (guarded.fg != running.fg)
-    deepened = stepped_up & changed & (guarded.outcome.query_memory < old) & (guarded.fw > max(hysteresis, 0.0))
+    worth = np.ones_like(changed) if over else old - new < new
+    deepened = stepped_up & changed & (new < old) & worth & (guarded.fw > max(hysteresis, 0.0))
     if not deepened.any():
         return guarded
     fw = np.where(deepened, 0.0, guarded.fw)

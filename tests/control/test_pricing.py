@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from armd.control.pricing import (concentrate_cuts, cut_deep_while_over, hold_small_cuts, keep_pending_cuts, transient_fit,
+from armd.control.pricing import (concentrate_cuts, cut_deep_on_step, hold_small_cuts, keep_pending_cuts, transient_fit,
                                  whole_steps)
 from armd.costmodel.plan import parse_plan
 from armd.policies.guardrails import Guardrails, Running, guard
@@ -148,18 +148,32 @@ def test_while_the_measured_state_is_over_a_cut_of_a_query_whose_rate_stepped_up
     """The s38 fleet run's first cut of the burst was 16 → 13.2 s: a GenMig migration of 25 s holding the old plan's state
     beside 13 s of the new rate's. While the measured state is over the bound, the cut of a query whose input stepped up
     goes to the minimum window (its migration ends soonest and adds least); the other query keeps its decided cut, a
-    growth is left alone, and nothing changes once the state is under the bound or when changes are made in place."""
+    growth is left alone, and nothing changes when changes are made in place."""
     p = two_queries()
     running = Running(np.ones(2), np.zeros(2), np.array([0.0, 0.0]))
-    decided = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.8, 0.7]), np.zeros(2), running, Guardrails(), now=100)
+    decided = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.3, 0.2]), np.zeros(2), running, Guardrails(), now=100)
     stepped_up = np.array([True, False])
-    deep = cut_deep_while_over(p, decided, running, None, stepped_up, over=True, live=True)
-    assert deep.fw.tolist() == [0.0, 0.7] and deep.deepened == ("big",)
-    assert float(deep.outcome.total_memory) == float(p.evaluate(np.array([0.0, 0.7]), np.zeros(2)).total_memory)
-    assert cut_deep_while_over(p, decided, running, None, stepped_up, over=False, live=True) is decided
-    assert cut_deep_while_over(p, decided, running, None, stepped_up, over=True, live=False) is decided
-    assert cut_deep_while_over(p, decided, running, None, np.array([False, False]), over=True, live=True) is decided
-    low = Running(np.array([0.5, 1.0]), np.zeros(2), np.array([0.0, 0.0]))  # big grows 0.5 → 0.8: not a cut
-    assert cut_deep_while_over(p, decided, low, None, stepped_up, over=True, live=True) is decided
+    deep = cut_deep_on_step(p, decided, running, None, stepped_up, over=True, live=True)
+    assert deep.fw.tolist() == [0.0, 0.2] and deep.deepened == ("big",)
+    assert float(deep.outcome.total_memory) == float(p.evaluate(np.array([0.0, 0.2]), np.zeros(2)).total_memory)
+    assert cut_deep_on_step(p, decided, running, None, stepped_up, over=True, live=False) is decided
+    assert cut_deep_on_step(p, decided, running, None, np.array([False, False]), over=True, live=True) is decided
+    low = Running(np.array([0.2, 1.0]), np.zeros(2), np.array([0.0, 0.0]))  # big grows 0.2 → 0.3: not a cut
+    assert cut_deep_on_step(p, decided, low, None, stepped_up, over=True, live=True) is decided
     near = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.05, 0.7]), np.zeros(2), running, Guardrails(), now=100)
-    assert cut_deep_while_over(p, near, running, None, stepped_up, over=True, live=True, hysteresis=0.1) is near  # a sliver
+    assert cut_deep_on_step(p, near, running, None, stepped_up, over=True, live=True, hysteresis=0.1) is near  # a sliver
+
+
+def test_under_the_bound_a_cut_of_a_query_whose_rate_stepped_up_goes_to_its_minimum_window_when_it_frees_less_than_it_holds():
+    """The s40 fleet run: right after the step the rate is measured half-way up it, and the cut the bound asked of a
+    count was 16 → 15.5 s, whose migration held both plans for 22 s of the burst while the deeper cut waited. Under the
+    bound such a cut (freeing less than its new plan holds) goes to the minimum window; a cut freeing more than it
+    holds is left as decided, and so is a sliver of a query whose input did not step."""
+    p = two_queries()
+    running = Running(np.ones(2), np.zeros(2), np.array([0.0, 0.0]))
+    slivers = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.95, 0.9]), np.zeros(2), running, Guardrails(), now=100)
+    deep = cut_deep_on_step(p, slivers, running, None, np.array([True, False]), over=False, live=True)
+    assert deep.fw.tolist() == [0.0, 0.9] and deep.deepened == ("big",)
+    deeper = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.3, 0.9]), np.zeros(2), running, Guardrails(), now=100)
+    assert cut_deep_on_step(p, deeper, running, None, np.array([True, False]), over=False, live=True) is deeper
+    assert cut_deep_on_step(p, slivers, running, None, np.array([False, False]), over=False, live=True) is slivers
