@@ -178,42 +178,58 @@ def keep_pending_cuts(problem: Problem, guarded: Guarded, running: Running | Non
 
 def cut_deep_on_step(problem: Problem, guarded: Guarded, running: Running | None, stream_d: np.ndarray,
                      stepped_up: np.ndarray, over: bool, live: bool, hysteresis: float = 0.0) -> Guarded:
-    """A cut of a query whose input rate stepped up goes to its minimum window while the measured state is over the
-    bound, or when the decided cut frees less than its migration holds.
+    """Deeper cuts for queries whose input rate stepped up: to the minimum window while the measured state is over the
+    bound, and at least to half their state when the decided cut frees less than its migration holds.
 
     Where the sources do not replay, a GenMig cut lasts its new window + the watermark delay + the application's lag
     (T_split lies the new window past the position), and all that time the old plan holds its whole state, which the
     faster rate keeps filling, beside the new plan's. So the depth of the cut sets how soon the state is back under
     the bound: in the s38 fleet run a count whose rate quadrupled was cut 16 → 13.2 s, a migration of 25 s that put
     13 s of the new rate's state beside the old 16 s, and the deep cut the bound needed a few decisions later could
-    no longer supersede it (its old run had read past T_split) and waited for it. A cut to the minimum ends soonest
-    and adds the least. Two cases make it (only for queries reading a stream whose rate stepped up, ``stepped_up``):
+    no longer supersede it (its old run had read past T_split) and waited for it. Two cases, only for queries reading
+    a stream whose rate stepped up (``stepped_up``):
 
-    - the measured state is over the bound (``over``): every cut counts, and the shallow ones come last;
-    - the decided cut frees less state than its new plan holds (a sliver such as 16 → 15.5 s): the decision right
-      after a step measures the rate half-way up it, so the cut the bound needs is under-estimated and a deeper one
-      follows, which waits behind this one's migration (the s40 fleet run: that sliver held both plans of a count
-      for 22 s of the burst, and set when the state was back under the bound).
+    - the measured state is over the bound (``over``): the cut goes to the minimum window, which ends soonest and
+      adds the least;
+    - otherwise a cut that frees less state than its new plan holds (a sliver such as 16 → 15.5 s) goes as deep as
+      frees what it holds (its model state at most half the old one): the decision right after a step measures the
+      rate half-way up it, so the cut the bound asks for is too shallow and a deeper one follows, waiting behind this
+      one's migration (the s40 fleet run: that sliver held both plans of a count for 22 s of the burst, and set when
+      the state was back under the bound). Half, not the minimum: a small step asks for a small cut, and its QoS is
+      given up until the rate settles.
 
     Only cuts (the model state falls); the others keep the decided setting, and the QoS given up comes back by growth
-    once the rate has settled and the state is under the bound (``transient_fit``). The window alone goes to its
-    minimum; the granularity stays as decided. A cut already within the guardrails' ``hysteresis`` of the minimum
-    keeps its setting (were it a cut still waiting, moving it would be one more migration for a sliver). Changes
-    made in place (``live`` false) hold no two plans and are left alone.
+    once the rate has settled and the state is under the bound (``transient_fit``). The window alone moves; the
+    granularity stays as decided. A cut already within the guardrails' ``hysteresis`` of the minimum keeps its
+    setting (were it a cut still waiting, moving it would be one more migration for a sliver). Changes made in place
+    (``live`` false) hold no two plans and are left alone.
     """
     if not live or running is None or not stepped_up.any():
         return guarded
     old = problem.evaluate(running.fw, running.fg, stream_d, with_qos=False, fd=running.fd).query_memory
     new = guarded.outcome.query_memory
     changed = (guarded.fw != running.fw) | (guarded.fg != running.fg)
-    worth = np.ones_like(changed) if over else old - new < new
-    deepened = stepped_up & changed & (new < old) & worth & (guarded.fw > max(hysteresis, 0.0))
+    cut = stepped_up & changed & (new < old) & (guarded.fw > max(hysteresis, 0.0))
+    deepened = cut if over else cut & (old - new < new)
     if not deepened.any():
         return guarded
-    fw = np.where(deepened, 0.0, guarded.fw)
+    fw = np.where(deepened, 0.0 if over else _freeing_half(problem, guarded, old, stream_d), guarded.fw)
     names = tuple(q for q, d in zip(problem.queries, deepened) if d)
     return replace(guarded, fw=fw, outcome=problem.evaluate(fw, guarded.fg, stream_d, fd=guarded.fd), deepened=names,
                    limited=tuple(q for q in guarded.limited if q not in names))
+
+
+def _freeing_half(problem: Problem, guarded: Guarded, old: np.ndarray, stream_d: np.ndarray) -> np.ndarray:
+    """Per query, the largest window fraction (of ``STEPS`` shares of the decided one) whose model state is at most
+    half of ``old``, 0 where none is."""
+    share = np.linspace(1.0, 0.0, STEPS)
+    fw = guarded.fw[:, None] * share
+    fg = np.repeat(guarded.fg[:, None], STEPS, axis=1)
+    fd = None if guarded.fd is None else np.repeat(guarded.fd[:, None], STEPS, axis=1)
+    memory = problem.evaluate(fw, fg, stream_d, with_qos=False, fd=fd).query_memory
+    halved = memory <= old[:, None] / 2
+    first = np.argmax(halved, axis=1)  # shares run from the decided fraction down to 0, where the state is least
+    return np.where(halved.any(axis=1), fw[np.arange(len(fw)), first], 0.0)
 
 
 CONCENTRATE_MAX_CUTS = 16

@@ -95,8 +95,8 @@ def decision_record(
 def guardrail_note(query: str, guarded: Guarded, cooling: set[str]) -> str | None:
     """What the guardrails did to ``query``'s proposal, in words (None: nothing)."""
     if query in guarded.deepened:
-        return ("cut to the minimum window: its input rate stepped up, the measured state is over the bound or the cut "
-                "freed less than its migration holds, and a deeper cut ends its migration sooner")
+        return ("cut deeper (to the minimum window while the measured state is over the bound, else to half its state): "
+                "its input rate stepped up, and a deeper cut ends its migration sooner")
     if query in guarded.kept:
         return "pending cut kept: the measured state is over the bound, so a cut still waiting is not taken back"
     if query in guarded.forced:

@@ -77,8 +77,9 @@ class Guarded:
     """Queries kept at a cut decided before and not in force yet, which this decision would have taken back while the
     measured state is over the bound (``control/pricing.keep_pending_cuts``)."""
     deepened: tuple[str, ...] = ()
-    """Queries whose cut went to the minimum window: their input rate stepped up, and the measured state is over the
-    bound or the cut freed less than its migration holds (``control/pricing.cut_deep_on_step``)."""
+    """Queries whose cut went deeper because their input rate stepped up: to the minimum window while the measured
+    state is over the bound, else to half their state when the cut freed less than its migration holds
+    (``control/pricing.cut_deep_on_step``)."""
 
 
 def guard(

@@ -452,5 +452,5 @@ def test_while_the_measured_state_is_over_a_cut_of_a_query_whose_rate_stepped_up
         assert plain["deepened"] == []
     stepped = decided({"clicks": 99.0})
     deep = stepped["queries"]["clicks_per_view"]
-    assert deep["applied"]["fw"] == 0.0 and deep["guardrail"].startswith("cut to the minimum window")
+    assert deep["applied"]["fw"] == 0.0 and deep["guardrail"].startswith("cut deeper (to the minimum window")
     assert stepped["deepened"] == ["clicks_per_view"]

@@ -164,16 +164,24 @@ def test_while_the_measured_state_is_over_a_cut_of_a_query_whose_rate_stepped_up
     assert cut_deep_on_step(p, near, running, None, stepped_up, over=True, live=True, hysteresis=0.1) is near  # a sliver
 
 
-def test_under_the_bound_a_cut_of_a_query_whose_rate_stepped_up_goes_to_its_minimum_window_when_it_frees_less_than_it_holds():
+def test_under_the_bound_a_sliver_cut_of_a_query_whose_rate_stepped_up_goes_as_deep_as_frees_what_it_holds():
     """The s40 fleet run: right after the step the rate is measured half-way up it, and the cut the bound asked of a
     count was 16 → 15.5 s, whose migration held both plans for 22 s of the burst while the deeper cut waited. Under the
-    bound such a cut (freeing less than its new plan holds) goes to the minimum window; a cut freeing more than it
-    holds is left as decided, and so is a sliver of a query whose input did not step."""
+    bound such a cut (freeing less than its new plan holds) goes to the largest window whose state is at most half the
+    old one; a cut freeing more than it holds is left as decided, and so is a sliver of a query whose input did not
+    step."""
     p = two_queries()
     running = Running(np.ones(2), np.zeros(2), np.array([0.0, 0.0]))
     slivers = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.95, 0.9]), np.zeros(2), running, Guardrails(), now=100)
     deep = cut_deep_on_step(p, slivers, running, None, np.array([True, False]), over=False, live=True)
-    assert deep.fw.tolist() == [0.0, 0.9] and deep.deepened == ("big",)
+    assert deep.deepened == ("big",) and deep.fw[1] == 0.9 and 0 < deep.fw[0] < 0.95
+
+    def state(fw: float) -> float:
+        return float(p.evaluate(np.array([fw, 0.9]), np.zeros(2)).query_memory[0])
+
+    half = state(1.0) / 2
+    assert state(deep.fw[0]) <= half < state(deep.fw[0] + 0.95 / 32)  # the largest share of the decided cut that halves
+    assert float(deep.outcome.total_memory) == float(p.evaluate(deep.fw, np.zeros(2)).total_memory)
     deeper = guard(p, Bounds(memory=1e12, cpu=1e12), np.array([0.3, 0.9]), np.zeros(2), running, Guardrails(), now=100)
     assert cut_deep_on_step(p, deeper, running, None, np.array([True, False]), over=False, live=True) is deeper
     assert cut_deep_on_step(p, slivers, running, None, np.array([False, False]), over=False, live=True) is slivers
