@@ -14,7 +14,7 @@ query; the agent
 * polls ``desired_settings`` and puts new versions into force with GenMig
   inside the application, through the very reconciler and coordinator the
   daemon uses (``control/reconciler.py``), which write ``actual_states`` and
-  the migrations — all on its own thread (``loop.py``). With ``replay=True``,
+  the migrations — on its own threads, one reporting and one applying (``loop.py``). With ``replay=True``,
   where every source of a query can replay (the synthetic source, files),
   the new run replays its window and the old one stops within seconds
   (GenMig's module docstring; not the default: docs/cluster.md says why).
@@ -302,7 +302,7 @@ class Agent:
         return stopped
 
     def stop(self) -> None:
-        """Stop the reporting thread, every run of every query (migrations too), and tell the store the application left."""
+        """Stop the agent's threads, every run of every query (migrations too), and tell the store the application left."""
         self.loop.stop()
         migrating = set(self.applier.migrations)
         self.applier.close()  # an open migration's runs stop with their checkpoints: the next start resumes it

@@ -1,31 +1,40 @@
-"""The agent's own thread: report progress, say the application is alive, put desired settings into force.
+"""The agent's own threads: report progress and say the application is alive; put desired settings into force.
 
-Why a thread: the user's code blocks in ``await_termination`` (or does
+Why threads: the user's code blocks in ``await_termination`` (or does
 its own work); reporting and reconciling must go on beside it at a short,
 fixed interval (``Agent(poll_seconds=...)``), and at once when the daemon
-writes desired settings on PostgreSQL (``pace.py``). Each round:
+writes desired settings on PostgreSQL (``pace.py``). Why two: applying a
+change blocks on Spark for seconds (a GenMig migration starts a run, places
+T_split, stops runs between batches), and while one thread did both the
+application went silent exactly then — the s40 fleet run's `shop` reported
+nothing for 9 s of a burst while its migrations started, so the daemon
+decided on state 9 s old (4 MB "measured" while the runs held 9 MB). So:
 
-1. ``applications.last_seen_at`` is touched (the daemon marks silent
-   applications gone);
-2. the progress Spark reported since the last round becomes one
-   ``Observation`` (``SparkStats``, as in the daemon) in ``observations``
-   and ``batches``;
-3. in ``apply`` mode the reconciler applies new desired versions of this
-   application's queries and the coordinator advances running migrations;
-   a recommendation (every version in ``recommend`` mode; a
-   ``recommend_only`` row, e.g. for a query declared with
-   ``mode="recommend"``) is logged and recorded as a ``recommendation``
-   event, nothing else.
+- the *reporting* thread, every ``poll_seconds`` on a fixed cadence,
+  touches ``applications.last_seen_at`` (the daemon marks silent
+  applications gone) and turns the progress Spark reported since its last
+  report into one ``Observation`` (``SparkStats``, as in the daemon) in
+  ``observations`` and ``batches``;
+- the *applying* thread, paced by ``Pacer`` (the poll interval, and the
+  daemon's notifications), runs the admission gate and, in ``apply`` mode,
+  the reconciler (new desired versions of this application's queries) and
+  the coordinator (running migrations advance); a recommendation (every
+  version in ``recommend`` mode; a ``recommend_only`` row, e.g. for a
+  query declared with ``mode="recommend"``) is logged and recorded as a
+  ``recommendation`` event, nothing else.
+
+``round`` does both, one after the other, for callers that step the agent
+themselves (its tests, ``bench/agent_round.py``).
 
 A round with nothing new is cheap: the desired settings are read at most
 once a round (the reconciler's read serves ``recommend`` too) and, on
 PostgreSQL, only when the daemon notified a write (``pace.py``); the
 admission verdict of a query already running is read every few rounds
-(``admission.py``). ``last_seen_at`` is still written every round: the
+(``admission.py``). ``last_seen_at`` is still written every report: the
 daemon's gone timeout may be as short as ``check-config`` allows.
 
-A round that fails is logged and the next one tries again; the user's
-queries never stop because the store is away.
+A round or report that fails is logged and the next one tries again; the
+user's queries never stop because the store is away.
 """
 
 from __future__ import annotations
@@ -76,38 +85,65 @@ class AgentLoop:
         self.agent = agent
         self.stopped = threading.Event()
         self.pacer = Pacer(agent.poll_seconds, self.stopped)
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._recommended: dict[str, int] = {}
+        self._counting = threading.Lock()
         self.rounds = 0
+        """Rounds of the applying side (``apply``)."""
+        self.reports = 0
         self.errors = 0
         self.cpu_seconds = 0.0
-        """CPU time this thread spent in rounds: what the agent itself takes of the driver (``bench/fleet.py``)."""
+        """CPU time both threads spent in rounds and reports: what the agent itself takes of the driver (``bench/fleet.py``)."""
 
     def start(self) -> None:
-        if self._thread is None:
+        if not self._threads:
             self.pacer.listen(self.agent.store, self.agent.log)
-            self._thread = threading.Thread(target=self._run, name=f"armd-agent-{self.agent.app}", daemon=True)
-            self._thread.start()
+            self._threads = [threading.Thread(target=self._run, name=f"armd-agent-{self.agent.app}", daemon=True),
+                             threading.Thread(target=self._report_run, name=f"armd-agent-{self.agent.app}-report", daemon=True)]
+            for thread in self._threads:
+                thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         self.pacer.stop()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-        self._thread = None
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+        self._threads = []
 
     def _run(self) -> None:
         while self.pacer.next():
-            began = time.thread_time()
-            try:
-                self.round(self.agent.clock())
-            except Exception as exc:  # noqa: BLE001 - the next round tries again
-                self.errors += 1
-                self.agent.log.warning("agent_round_failed", app=self.agent.app, error=f"{type(exc).__name__}: {exc}")
+            self._counted("agent_round_failed", self.apply)
+
+    def _report_run(self) -> None:
+        """``report`` every ``poll_seconds`` from the first, whatever the applying thread is blocked on (a report that
+        overran is followed at once; one that ran past a whole interval starts the cadence again from now)."""
+        poll = self.agent.poll_seconds
+        due = time.monotonic() + poll
+        while not self.stopped.wait(max(0.0, due - time.monotonic())):
+            self._counted("agent_report_failed", self.report)
+            due += poll
+            if due <= time.monotonic():
+                due = time.monotonic() + poll
+
+    def _counted(self, failure: str, step: Callable[[datetime], None]) -> None:
+        began = time.thread_time()
+        failed = False
+        try:
+            step(self.agent.clock())
+        except Exception as exc:  # noqa: BLE001 - the next round or report tries again
+            failed = True
+            self.agent.log.warning(failure, app=self.agent.app, error=f"{type(exc).__name__}: {exc}")
+        with self._counting:
+            self.errors += failed
             self.cpu_seconds += time.thread_time() - began
 
     def round(self, at: datetime) -> None:
-        """One round (see the module docstring)."""
+        """One report and one round of the applying side, one after the other (see the module docstring)."""
         self.report(at)
+        self.apply(at)
+
+    def apply(self, at: datetime) -> None:
+        """The applying side: admission verdicts, then desired settings put into force (or recommended)."""
         agent = self.agent
         if self.pacer.read_desired():
             agent.view.forget_desired()
@@ -121,6 +157,7 @@ class AgentLoop:
     def report(self, at: datetime) -> None:
         agent = self.agent
         agent.reporter.report(at, agent.stats.observe(at))
+        self.reports += 1
 
     def recommend(self) -> None:
         """Each new recommendation (every desired version in ``recommend`` mode, ``recommend_only`` rows otherwise) is
