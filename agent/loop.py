@@ -85,6 +85,8 @@ class AgentLoop:
         self.agent = agent
         self.stopped = threading.Event()
         self.pacer = Pacer(agent.poll_seconds, self.stopped)
+        self.reporting = Pacer(agent.poll_seconds, self.stopped)
+        """The reporting thread's cadence: the poll interval alone (it does not listen)."""
         self._threads: list[threading.Thread] = []
         self._recommended: dict[str, int] = {}
         self._counting = threading.Lock()
@@ -105,6 +107,7 @@ class AgentLoop:
 
     def stop(self, timeout: float = 10.0) -> None:
         self.pacer.stop()
+        self.reporting.stop()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout)
@@ -115,15 +118,9 @@ class AgentLoop:
             self._counted("agent_round_failed", self.apply)
 
     def _report_run(self) -> None:
-        """``report`` every ``poll_seconds`` from the first, whatever the applying thread is blocked on (a report that
-        overran is followed at once; one that ran past a whole interval starts the cadence again from now)."""
-        poll = self.agent.poll_seconds
-        due = time.monotonic() + poll
-        while not self.stopped.wait(max(0.0, due - time.monotonic())):
+        """``report`` every ``poll_seconds``, whatever the applying thread is blocked on."""
+        while self.reporting.next():
             self._counted("agent_report_failed", self.report)
-            due += poll
-            if due <= time.monotonic():
-                due = time.monotonic() + poll
 
     def _counted(self, failure: str, step: Callable[[datetime], None]) -> None:
         began = time.thread_time()

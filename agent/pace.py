@@ -7,9 +7,11 @@ round runs as soon as it is heard; on SQLite, or while listening fails,
 the poll interval paces the rounds as before.
 
 The poll rounds keep a fixed cadence (one every ``poll_seconds`` from the
-first, not ``poll_seconds`` after the last one ended): the application
-reports every ``poll_seconds`` however long a round takes, as the daemon's
-statistics expect. A round that overran is followed at once; one that ran
+first, not ``poll_seconds`` after the last one ended). The agent's
+reporting thread has a pacer of its own that does not listen
+(``loop.py``), so the application reports every ``poll_seconds`` however
+long a round of the applying thread takes, as the daemon's statistics
+expect. A round that overran is followed at once; one that ran
 past a whole interval starts the cadence again from now (no burst of rounds
 to catch up). A notified round comes in between and leaves the cadence as it
 is.
